@@ -1,0 +1,65 @@
+//! Connection pools to the service's own PostgreSQL database, and applying its migrations.
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use crate::inbox::{MigrateError, migrate};
+
+/// The database could not be reached or prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("database URL is invalid: {0}")]
+    InvalidUrl(#[source] tokio_postgres::Error),
+    #[error("could not build the connection pool: {0}")]
+    Pool(String),
+    #[error("could not connect to the database: {}", crate::error_text::chain(.0))]
+    Connect(deadpool_postgres::PoolError),
+    #[error(transparent)]
+    Migrate(#[from] MigrateError),
+}
+
+/// Parses a `postgres://` URL (or key=value string) into a client configuration, with a connect
+/// timeout and keepalives so that a vanished server is noticed.
+pub fn client_config(url: &str) -> Result<tokio_postgres::Config, DbError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(DbError::InvalidUrl)?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(5));
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("history-consumer");
+    }
+    config
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(30));
+    Ok(config)
+}
+
+/// A pool of at most `size` connections.
+pub fn pool(url: &str, size: usize) -> Result<Pool, DbError> {
+    let manager = Manager::from_config(
+        client_config(url)?,
+        NoTls,
+        ManagerConfig {
+            // A closed connection (server restarted) is noticed and replaced on checkout.
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(10)))
+        .create_timeout(Some(Duration::from_secs(5)))
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .build()
+        .map_err(|e| DbError::Pool(e.to_string()))
+}
+
+/// Applies pending migrations through one connection of `pool`.
+pub async fn migrate_pool(pool: &Pool) -> Result<crate::inbox::migrate::MigrationReport, DbError> {
+    let mut connection = pool.get().await.map_err(DbError::Connect)?;
+    // refinery migrates a bare tokio-postgres client.
+    let client: &mut tokio_postgres::Client = &mut connection;
+    Ok(migrate(client).await?)
+}

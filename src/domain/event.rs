@@ -1,0 +1,426 @@
+//! The ticket status event (SPEC §1): parsing a Kafka record's bytes and validating them.
+//!
+//! Parsing never panics, whatever the bytes: a record that cannot become a [`TicketEvent`] gets a
+//! [`Rejection`] with a machine-readable [`RejectReason`] (a metrics label) and a human message.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The longest accepted `event_id`, in characters.
+pub const MAX_EVENT_ID_CHARS: usize = 200;
+
+/// One logical ticket status transition. Only `event_id` identifies it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TicketEvent {
+    pub event_id: String,
+    pub ticket_id: String,
+    pub from_status: String,
+    pub to_status: String,
+    pub changed_at: DateTime<Utc>,
+}
+
+/// Why a record's bytes are not a valid event. Each is permanent: retrying cannot help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// Larger than the configured payload limit.
+    PayloadTooLarge,
+    /// Not UTF-8 JSON at all, or truncated.
+    NotJson,
+    /// Valid JSON, but not an object.
+    NotObject,
+    /// The same field appears twice in the object.
+    DuplicateField,
+    /// A required field is absent or `null`.
+    MissingField,
+    /// A required field is not a string.
+    WrongType,
+    /// A required field is empty or only whitespace.
+    EmptyField,
+    /// A field holds a NUL character, which PostgreSQL `text` cannot store.
+    InvalidText,
+    /// `event_id` is longer than [`MAX_EVENT_ID_CHARS`].
+    OversizedId,
+    /// `changed_at` is not an RFC 3339 timestamp.
+    BadTimestamp,
+}
+
+impl RejectReason {
+    /// Every reason, in a stable order (for metrics and filters).
+    pub const ALL: [RejectReason; 10] = [
+        RejectReason::PayloadTooLarge,
+        RejectReason::NotJson,
+        RejectReason::NotObject,
+        RejectReason::DuplicateField,
+        RejectReason::MissingField,
+        RejectReason::WrongType,
+        RejectReason::EmptyField,
+        RejectReason::InvalidText,
+        RejectReason::OversizedId,
+        RejectReason::BadTimestamp,
+    ];
+
+    /// A stable snake_case name, used as a metrics label and stored in `dead_letters.reason`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::PayloadTooLarge => "payload_too_large",
+            RejectReason::NotJson => "not_json",
+            RejectReason::NotObject => "not_object",
+            RejectReason::DuplicateField => "duplicate_field",
+            RejectReason::MissingField => "missing_field",
+            RejectReason::WrongType => "wrong_type",
+            RejectReason::EmptyField => "empty_field",
+            RejectReason::InvalidText => "invalid_text",
+            RejectReason::OversizedId => "oversized_id",
+            RejectReason::BadTimestamp => "bad_timestamp",
+        }
+    }
+
+    /// The reason named by [`RejectReason::as_str`], if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A record that can never become an event: the reason (bounded set) and a message for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct Rejection {
+    pub reason: RejectReason,
+    pub message: String,
+}
+
+impl Rejection {
+    fn new(reason: RejectReason, message: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The wire shape, loose on purpose so that each problem gets its own reason.
+/// Unknown fields are ignored (forward compatibility with newer producers).
+#[derive(Deserialize)]
+struct Wire {
+    event_id: Option<Value>,
+    ticket_id: Option<Value>,
+    from_status: Option<Value>,
+    to_status: Option<Value>,
+    changed_at: Option<Value>,
+}
+
+impl TicketEvent {
+    /// Parses and validates a record's value bytes, accepting at most `max_bytes` of them.
+    pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<TicketEvent, Rejection> {
+        if bytes.len() > max_bytes {
+            return Err(Rejection::new(
+                RejectReason::PayloadTooLarge,
+                format!("payload is {} bytes, the limit is {max_bytes}", bytes.len()),
+            ));
+        }
+        let wire: Wire =
+            serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?;
+
+        let event_id = required_text("event_id", wire.event_id)?;
+        let id_chars = event_id.chars().count();
+        if id_chars > MAX_EVENT_ID_CHARS {
+            return Err(Rejection::new(
+                RejectReason::OversizedId,
+                format!("event_id has {id_chars} characters, the limit is {MAX_EVENT_ID_CHARS}"),
+            ));
+        }
+        let ticket_id = required_text("ticket_id", wire.ticket_id)?;
+        let from_status = required_text("from_status", wire.from_status)?;
+        let to_status = required_text("to_status", wire.to_status)?;
+        let changed_at_text = required_text("changed_at", wire.changed_at)?;
+        let changed_at = DateTime::parse_from_rfc3339(&changed_at_text)
+            .map_err(|e| {
+                Rejection::new(
+                    RejectReason::BadTimestamp,
+                    format!(
+                        "changed_at {:?} is not an RFC 3339 timestamp: {e}",
+                        truncate(&changed_at_text, 64)
+                    ),
+                )
+            })?
+            .with_timezone(&Utc);
+
+        Ok(TicketEvent {
+            event_id,
+            ticket_id,
+            from_status,
+            to_status,
+            changed_at,
+        })
+    }
+
+    /// The canonical JSON encoding of this event (what a well-behaved producer sends).
+    pub fn to_json(&self) -> String {
+        serde_json::json!({
+            "event_id": self.event_id,
+            "ticket_id": self.ticket_id,
+            "from_status": self.from_status,
+            "to_status": self.to_status,
+            "changed_at": self.changed_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        })
+        .to_string()
+    }
+}
+
+fn classify_json_error(bytes: &[u8], error: &serde_json::Error) -> Rejection {
+    use serde_json::error::Category;
+    match error.classify() {
+        Category::Data => {
+            let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+            if first != Some(&b'{') {
+                Rejection::new(RejectReason::NotObject, "payload is JSON but not an object")
+            } else if error.to_string().starts_with("duplicate field") {
+                Rejection::new(RejectReason::DuplicateField, error.to_string())
+            } else {
+                Rejection::new(RejectReason::WrongType, error.to_string())
+            }
+        }
+        Category::Syntax | Category::Eof | Category::Io => Rejection::new(
+            RejectReason::NotJson,
+            format!("payload is not JSON: {error}"),
+        ),
+    }
+}
+
+fn required_text(field: &'static str, value: Option<Value>) -> Result<String, Rejection> {
+    match value {
+        None | Some(Value::Null) => Err(Rejection::new(
+            RejectReason::MissingField,
+            format!("{field} is missing"),
+        )),
+        Some(Value::String(text)) if text.trim().is_empty() => Err(Rejection::new(
+            RejectReason::EmptyField,
+            format!("{field} is empty"),
+        )),
+        Some(Value::String(text)) if text.contains('\0') => Err(Rejection::new(
+            RejectReason::InvalidText,
+            format!("{field} contains a NUL character"),
+        )),
+        Some(Value::String(text)) => Ok(text),
+        Some(other) => Err(Rejection::new(
+            RejectReason::WrongType,
+            format!("{field} must be a string, found {}", json_kind(&other)),
+        )),
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn truncate(text: &str, max_chars: usize) -> &str {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMIT: usize = 64 * 1024;
+
+    const STORY_900: &str = r#"{"event_id":"event-ticket-900","ticket_id":"ticket-42","from_status":"open","to_status":"resolved","changed_at":"2026-10-03T08:00:00Z"}"#;
+
+    fn reason_of(bytes: &str) -> RejectReason {
+        TicketEvent::parse(bytes.as_bytes(), LIMIT)
+            .unwrap_err()
+            .reason
+    }
+
+    #[test]
+    fn the_source_documents_payload_parses() {
+        let event = TicketEvent::parse(STORY_900.as_bytes(), LIMIT).unwrap();
+        assert_eq!(event.event_id, "event-ticket-900");
+        assert_eq!(event.ticket_id, "ticket-42");
+        assert_eq!(event.from_status, "open");
+        assert_eq!(event.to_status, "resolved");
+        assert_eq!(event.changed_at.to_rfc3339(), "2026-10-03T08:00:00+00:00");
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let json = STORY_900.replace('}', r#","schema":2,"extra":{"nested":[1,2]}}"#);
+        assert!(TicketEvent::parse(json.as_bytes(), LIMIT).is_ok());
+    }
+
+    #[test]
+    fn an_offset_timestamp_is_normalised_to_utc() {
+        let json = STORY_900.replace("2026-10-03T08:00:00Z", "2026-10-03T10:00:00+02:00");
+        let event = TicketEvent::parse(json.as_bytes(), LIMIT).unwrap();
+        assert_eq!(event.changed_at.to_rfc3339(), "2026-10-03T08:00:00+00:00");
+    }
+
+    #[test]
+    fn each_kind_of_bad_payload_gets_its_own_reason() {
+        let cases = [
+            ("not json at all", RejectReason::NotJson),
+            (r#"{"event_id":"#, RejectReason::NotJson),
+            ("[1,2,3]", RejectReason::NotObject),
+            ("\"event\"", RejectReason::NotObject),
+            (
+                &STORY_900.replace(r#""ticket_id":"ticket-42","#, ""),
+                RejectReason::MissingField,
+            ),
+            (
+                &STORY_900.replace(r#""ticket-42""#, "null"),
+                RejectReason::MissingField,
+            ),
+            (
+                &STORY_900.replace(r#""ticket-42""#, "42"),
+                RejectReason::WrongType,
+            ),
+            (
+                &STORY_900.replace(r#""open""#, r#""""#),
+                RejectReason::EmptyField,
+            ),
+            (
+                &STORY_900.replace(r#""open""#, r#""   ""#),
+                RejectReason::EmptyField,
+            ),
+            (
+                &STORY_900.replace(r#""open""#, r#""op\u0000en""#),
+                RejectReason::InvalidText,
+            ),
+            (
+                &STORY_900.replace("2026-10-03T08:00:00Z", "yesterday"),
+                RejectReason::BadTimestamp,
+            ),
+            (
+                &STORY_900.replace("2026-10-03T08:00:00Z", "2026-10-03 08:00"),
+                RejectReason::BadTimestamp,
+            ),
+            (
+                &STORY_900.replace('}', r#","event_id":"again"}"#),
+                RejectReason::DuplicateField,
+            ),
+        ];
+        for (payload, expected) in cases {
+            assert_eq!(reason_of(payload), expected, "payload {payload:?}");
+        }
+    }
+
+    #[test]
+    fn an_event_id_of_200_characters_is_accepted_and_201_rejected() {
+        let at_limit = STORY_900.replace("event-ticket-900", &"é".repeat(MAX_EVENT_ID_CHARS));
+        assert!(TicketEvent::parse(at_limit.as_bytes(), LIMIT).is_ok());
+        let over = STORY_900.replace("event-ticket-900", &"é".repeat(MAX_EVENT_ID_CHARS + 1));
+        assert_eq!(reason_of(&over), RejectReason::OversizedId);
+    }
+
+    #[test]
+    fn a_payload_over_the_limit_is_rejected_before_parsing() {
+        let rejection = TicketEvent::parse(STORY_900.as_bytes(), 10).unwrap_err();
+        assert_eq!(rejection.reason, RejectReason::PayloadTooLarge);
+        assert!(
+            rejection.message.contains("limit is 10"),
+            "{}",
+            rejection.message
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_not_json() {
+        assert_eq!(
+            TicketEvent::parse(b"{\"event_id\":\"\xff\xfe\"}", LIMIT)
+                .unwrap_err()
+                .reason,
+            RejectReason::NotJson
+        );
+    }
+
+    #[test]
+    fn reason_names_round_trip() {
+        for reason in RejectReason::ALL {
+            assert_eq!(RejectReason::from_name(reason.as_str()), Some(reason));
+        }
+    }
+
+    fn arbitrary_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".*".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                prop::collection::hash_map(
+                    prop_oneof![
+                        Just("event_id".to_string()),
+                        Just("ticket_id".to_string()),
+                        Just("from_status".to_string()),
+                        Just("to_status".to_string()),
+                        Just("changed_at".to_string()),
+                        ".*"
+                    ],
+                    inner,
+                    0..8
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    prop_compose! {
+        fn valid_event()(
+            event_id in "[^\u{0}]{1,200}",
+            ticket_id in "[a-z0-9-]{1,40}",
+            from_status in "[a-z]{1,12}",
+            to_status in "[a-z]{1,12}",
+            seconds in 0i64..4_000_000_000,
+        ) -> TicketEvent {
+            TicketEvent {
+                event_id,
+                ticket_id,
+                from_status,
+                to_status,
+                changed_at: DateTime::from_timestamp(seconds, 0).unwrap(),
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn parsing_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = TicketEvent::parse(&bytes, LIMIT);
+        }
+
+        #[test]
+        fn parsing_arbitrary_json_never_panics(value in arbitrary_json()) {
+            let bytes = serde_json::to_vec(&value).unwrap();
+            let _ = TicketEvent::parse(&bytes, LIMIT);
+        }
+
+        #[test]
+        fn a_valid_event_survives_encoding_and_parsing(event in valid_event()) {
+            prop_assume!(!event.event_id.trim().is_empty());
+            let parsed = TicketEvent::parse(event.to_json().as_bytes(), LIMIT);
+            prop_assert_eq!(parsed, Ok(event));
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The outcome of processing one delivered record, and which outcomes count as resolved.
+
+use serde::Serialize;
+
+/// What became of one delivered record.
+///
+/// `Applied`, `AlreadyApplied` and `DeadLettered` are *resolved*: the Kafka offset may move past
+/// the record (SPEC §5). `Unknown` is not: the pair may or may not be stored, so the record is
+/// retried and blocks the committed offset until it resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The inbox marker and the history row were committed by this delivery.
+    Applied,
+    /// The event id was already committed together with its history row.
+    AlreadyApplied,
+    /// The record can never succeed and was stored in `dead_letters`.
+    DeadLettered,
+    /// The outcome is not known: an error happened somewhere in the transaction.
+    Unknown,
+}
+
+impl Outcome {
+    /// Every outcome, in a stable order (for metrics and tables).
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Applied,
+        Outcome::AlreadyApplied,
+        Outcome::DeadLettered,
+        Outcome::Unknown,
+    ];
+
+    /// Whether the committed offset may move past a record with this outcome.
+    pub fn is_resolved(self) -> bool {
+        !matches!(self, Outcome::Unknown)
+    }
+
+    /// A stable lowercase name, used as a metrics label and in the JSON API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::AlreadyApplied => "already_applied",
+            Outcome::DeadLettered => "dead_lettered",
+            Outcome::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_unknown_is_unresolved() {
+        let unresolved: Vec<_> = Outcome::ALL
+            .into_iter()
+            .filter(|o| !o.is_resolved())
+            .collect();
+        assert_eq!(unresolved, vec![Outcome::Unknown]);
+    }
+}

@@ -1,0 +1,10 @@
+//! The transactional inbox: the SPEC §4 contract over a repository trait, and its PostgreSQL
+//! implementation with the SPEC §3 statements.
+
+pub mod contract;
+pub mod migrate;
+pub mod postgres;
+
+pub use contract::{InboxRepository, Origin, Processed, process_history_once};
+pub use migrate::{MigrateError, migrate};
+pub use postgres::{PgInbox, PgInboxError};
