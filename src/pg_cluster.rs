@@ -285,7 +285,12 @@ pub fn find_binaries() -> Result<PathBuf, ClusterError> {
     }
     if let Some(path) = std::env::var_os("PATH") {
         if let Some(dir) = std::env::split_paths(&path).find(|dir| has_server(dir)) {
-            return Ok(dir);
+            // PATH may hold symlinks to the real directory, where pg_isready lives beside them.
+            let initdb =
+                std::fs::canonicalize(dir.join("initdb")).map_err(io("resolving initdb"))?;
+            if let Some(real) = initdb.parent().filter(|real| has_server(real)) {
+                return Ok(real.to_path_buf());
+            }
         }
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(DEBIAN_PG_ROOT)

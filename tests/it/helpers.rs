@@ -1,0 +1,78 @@
+//! Shared test plumbing: one throwaway PostgreSQL cluster per test process, one fresh database
+//! per test, and polling with a deadline.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Pool;
+use history_consumer::pg_cluster::{ClusterOptions, TempCluster};
+
+/// The cluster every test of this process shares (each in its own database).
+pub fn cluster() -> &'static TempCluster {
+    static CLUSTER: OnceLock<TempCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| {
+        TempCluster::start(ClusterOptions::default()).expect("start the test PostgreSQL cluster")
+    })
+}
+
+/// A fresh, migrated database of the shared cluster.
+pub struct TestDb {
+    pub url: String,
+    pub pool: Pool,
+}
+
+impl TestDb {
+    /// Runs a query returning one `bigint` (e.g. a count).
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        let client = self.pool.get().await.expect("a connection");
+        client.query_one(sql, &[]).await.expect(sql).get(0)
+    }
+}
+
+/// A unique name for a database, topic or group.
+pub fn unique_name(prefix: &str) -> String {
+    format!("{prefix}_{:016x}", rand::random::<u64>())
+}
+
+/// Creates an empty database (not migrated) and returns its URL.
+pub async fn empty_database() -> String {
+    cluster()
+        .create_database(&unique_name("test"))
+        .await
+        .expect("create a test database")
+}
+
+/// Creates a database, applies the migrations and returns a pool of `size` connections on it.
+pub async fn test_database_with(size: usize) -> TestDb {
+    let url = empty_database().await;
+    let pool = history_consumer::db::pool(&url, size).expect("a pool");
+    history_consumer::db::migrate_pool(&pool)
+        .await
+        .expect("migrations apply");
+    TestDb { url, pool }
+}
+
+/// A migrated database with a small pool.
+pub async fn test_database() -> TestDb {
+    test_database_with(4).await
+}
+
+/// Polls `probe` until it returns `Some`, failing the test with `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

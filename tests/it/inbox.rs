@@ -1,0 +1,315 @@
+//! The inbox transaction on a real PostgreSQL server (SPEC §3–§4).
+
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use history_consumer::domain::{Outcome, TicketEvent};
+use history_consumer::inbox::{
+    InboxRepository, Origin, PgInbox, PgInboxError, process_history_once,
+};
+use tokio::sync::oneshot;
+
+use crate::helpers::{TestDb, test_database, test_database_with, wait_for};
+
+pub fn event_900() -> TicketEvent {
+    TicketEvent {
+        event_id: "event-ticket-900".into(),
+        ticket_id: "ticket-42".into(),
+        from_status: "open".into(),
+        to_status: "resolved".into(),
+        changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 0, 0).unwrap(),
+    }
+}
+
+pub fn event_901() -> TicketEvent {
+    TicketEvent {
+        event_id: "event-ticket-901".into(),
+        ticket_id: "ticket-42".into(),
+        from_status: "resolved".into(),
+        to_status: "closed".into(),
+        changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 1, 0).unwrap(),
+    }
+}
+
+const AT_7: Origin = Origin {
+    partition: 0,
+    offset: 7,
+};
+const AT_8: Origin = Origin {
+    partition: 0,
+    offset: 8,
+};
+
+async fn rows_for(db: &TestDb, event_id: &str) -> (i64, i64) {
+    let client = db.pool.get().await.unwrap();
+    let inbox: i64 = client
+        .query_one(
+            "SELECT count(*) FROM inbox WHERE event_id = $1",
+            &[&event_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let history: i64 = client
+        .query_one(
+            "SELECT count(*) FROM history_events WHERE event_id = $1",
+            &[&event_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    (inbox, history)
+}
+
+#[tokio::test]
+async fn event_900_delivered_twice_is_one_row_applied_then_already_applied() {
+    let db = test_database().await;
+    let mut repo = PgInbox::new(db.pool.clone());
+
+    let first = process_history_once(&mut repo, &event_900(), AT_7).await;
+    assert_eq!(first.outcome(), Outcome::Applied, "{:?}", first.error());
+    let second = process_history_once(&mut repo, &event_900(), AT_8).await;
+    assert_eq!(
+        second.outcome(),
+        Outcome::AlreadyApplied,
+        "{:?}",
+        second.error()
+    );
+
+    assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 1));
+    let client = db.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT ticket_id, from_status, to_status, changed_at FROM history_events",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "ticket-42");
+    assert_eq!(row.get::<_, String>(1), "open");
+    assert_eq!(row.get::<_, String>(2), "resolved");
+    assert_eq!(
+        row.get::<_, chrono::DateTime<Utc>>(3),
+        event_900().changed_at
+    );
+}
+
+#[tokio::test]
+async fn event_901_of_the_same_ticket_is_a_second_row() {
+    let db = test_database().await;
+    let mut repo = PgInbox::new(db.pool.clone());
+    assert_eq!(
+        process_history_once(&mut repo, &event_900(), AT_7)
+            .await
+            .outcome(),
+        Outcome::Applied
+    );
+    assert_eq!(
+        process_history_once(&mut repo, &event_901(), AT_8)
+            .await
+            .outcome(),
+        Outcome::Applied
+    );
+    let for_ticket = db
+        .scalar("SELECT count(*) FROM history_events WHERE ticket_id = 'ticket-42'")
+        .await;
+    assert_eq!(for_ticket, 2);
+}
+
+#[tokio::test]
+async fn a_new_marker_records_where_the_event_was_first_seen() {
+    let db = test_database().await;
+    let mut repo = PgInbox::new(db.pool.clone());
+    process_history_once(&mut repo, &event_900(), AT_7).await;
+    process_history_once(&mut repo, &event_900(), AT_8).await;
+    let client = db.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT first_partition, first_offset, first_seen_at IS NOT NULL FROM inbox",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<i32>>(0), Some(0));
+    assert_eq!(
+        row.get::<_, Option<i64>>(1),
+        Some(7),
+        "the first delivery's offset stays"
+    );
+    assert!(row.get::<_, bool>(2));
+}
+
+/// A real repository whose commit reaches the server and whose reply is then "lost".
+struct LostCommitReply(PgInbox);
+
+impl InboxRepository for LostCommitReply {
+    type Error = PgInboxError;
+    async fn begin(&mut self) -> Result<(), PgInboxError> {
+        self.0.begin().await
+    }
+    async fn try_inbox(&mut self, event_id: &str, origin: Origin) -> Result<bool, PgInboxError> {
+        self.0.try_inbox(event_id, origin).await
+    }
+    async fn save_history(&mut self, event: &TicketEvent) -> Result<(), PgInboxError> {
+        self.0.save_history(event).await
+    }
+    async fn commit(&mut self) -> Result<(), PgInboxError> {
+        self.0.commit().await?;
+        // The connection went back to the pool: give the rollback one to fail on, as after a
+        // dropped connection.
+        self.0.begin().await?;
+        Err(PgInboxError::Misuse("commit reply lost"))
+    }
+    async fn rollback(&mut self) -> Result<(), PgInboxError> {
+        self.0.rollback().await
+    }
+}
+
+#[tokio::test]
+async fn a_lost_commit_reply_is_unknown_and_the_redelivery_is_already_applied_with_one_pair() {
+    let db = test_database().await;
+    let mut lossy = LostCommitReply(PgInbox::new(db.pool.clone()));
+    let first = process_history_once(&mut lossy, &event_900(), AT_7).await;
+    assert_eq!(first.outcome(), Outcome::Unknown);
+    assert!(
+        first
+            .error()
+            .unwrap()
+            .to_string()
+            .contains("commit reply lost")
+    );
+
+    let mut repo = PgInbox::new(db.pool.clone());
+    let redelivery = process_history_once(&mut repo, &event_900(), AT_7).await;
+    assert_eq!(redelivery.outcome(), Outcome::AlreadyApplied);
+    assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 1));
+}
+
+#[tokio::test]
+async fn a_failed_history_insert_leaves_no_marker_behind() {
+    let db = test_database().await;
+    let mut repo = PgInbox::new(db.pool.clone());
+    // A ticket id the column cannot take makes step 2 fail inside the transaction.
+    let mut broken = event_900();
+    broken.ticket_id = "nul\0byte".into();
+    let processed = process_history_once(&mut repo, &broken, AT_7).await;
+    assert_eq!(processed.outcome(), Outcome::Unknown);
+    assert_eq!(rows_for(&db, "event-ticket-900").await, (0, 0));
+    // The connection went back clean: the proper event is applied.
+    let retried = process_history_once(&mut repo, &event_900(), AT_7).await;
+    assert_eq!(retried.outcome(), Outcome::Applied, "{:?}", retried.error());
+}
+
+/// A real repository that stops before its commit until released.
+struct HeldBeforeCommit {
+    inner: PgInbox,
+    reached_commit: Option<oneshot::Sender<()>>,
+    release: Option<oneshot::Receiver<()>>,
+}
+
+impl InboxRepository for HeldBeforeCommit {
+    type Error = PgInboxError;
+    async fn begin(&mut self) -> Result<(), PgInboxError> {
+        self.inner.begin().await
+    }
+    async fn try_inbox(&mut self, event_id: &str, origin: Origin) -> Result<bool, PgInboxError> {
+        self.inner.try_inbox(event_id, origin).await
+    }
+    async fn save_history(&mut self, event: &TicketEvent) -> Result<(), PgInboxError> {
+        self.inner.save_history(event).await
+    }
+    async fn commit(&mut self) -> Result<(), PgInboxError> {
+        if let Some(reached) = self.reached_commit.take() {
+            let _ = reached.send(());
+        }
+        if let Some(release) = self.release.take() {
+            let _ = release.await;
+        }
+        self.inner.commit().await
+    }
+    async fn rollback(&mut self) -> Result<(), PgInboxError> {
+        self.inner.rollback().await
+    }
+}
+
+#[tokio::test]
+async fn two_concurrent_transactions_for_one_new_event_id_store_exactly_one_row() {
+    let db = test_database_with(4).await;
+    let (reached_tx, reached_rx) = oneshot::channel();
+    let (release_tx, release_rx) = oneshot::channel();
+    let mut held = HeldBeforeCommit {
+        inner: PgInbox::new(db.pool.clone()),
+        reached_commit: Some(reached_tx),
+        release: Some(release_rx),
+    };
+    let first = tokio::spawn(async move {
+        process_history_once(&mut held, &event_900(), AT_7)
+            .await
+            .outcome()
+    });
+    reached_rx
+        .await
+        .expect("the first transaction holds its marker, uncommitted");
+
+    let pool = db.pool.clone();
+    let second = tokio::spawn(async move {
+        let mut repo = PgInbox::new(pool);
+        process_history_once(&mut repo, &event_900(), AT_8)
+            .await
+            .outcome()
+    });
+
+    // Proof that the second transaction waits on the unique index, not that it read "absent".
+    wait_for(
+        Duration::from_secs(10),
+        "the second insert to wait on a lock",
+        || async {
+            let waiting = db
+                .scalar(
+                    "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                   AND query LIKE 'INSERT INTO inbox%'",
+                )
+                .await;
+            (waiting == 1).then_some(())
+        },
+    )
+    .await;
+    assert!(!second.is_finished(), "the second transaction must block");
+
+    release_tx.send(()).unwrap();
+    assert_eq!(first.await.unwrap(), Outcome::Applied);
+    assert_eq!(second.await.unwrap(), Outcome::AlreadyApplied);
+    assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 1));
+}
+
+/// The defect SPEC §3 warns about, written out: the marker committed in a transaction of its
+/// own, then the process dies before the history row is committed in a second one.
+async fn anti_pattern_commit_marker_then_crash(db: &TestDb, event: &TicketEvent) {
+    let client = db.pool.get().await.unwrap();
+    client.batch_execute("BEGIN").await.unwrap();
+    client
+        .execute(
+            "INSERT INTO inbox (event_id) VALUES ($1) ON CONFLICT (event_id) DO NOTHING",
+            &[&event.event_id],
+        )
+        .await
+        .unwrap();
+    client.batch_execute("COMMIT").await.unwrap();
+    // -- crash here: the second transaction (the history row) never happens --
+}
+
+#[tokio::test]
+async fn committing_the_marker_in_its_own_transaction_loses_the_event_forever() {
+    let db = test_database().await;
+    anti_pattern_commit_marker_then_crash(&db, &event_900()).await;
+
+    // Every redelivery now says "already applied"...
+    let mut repo = PgInbox::new(db.pool.clone());
+    for _ in 0..3 {
+        let processed = process_history_once(&mut repo, &event_900(), AT_7).await;
+        assert_eq!(processed.outcome(), Outcome::AlreadyApplied);
+    }
+    // ...and the history row never appears: a marker without a row, the event lost.
+    assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 0));
+}
