@@ -7,10 +7,19 @@
 //!   repository (SPEC §3) and the migrations.
 //! - [`db`]: connection pools to the service's database.
 //! - [`pg_cluster`]: a throwaway PostgreSQL server for tests, `demo` and `bench`.
+//! - [`watermark`]: the contiguous-resolved watermark per partition (SPEC §5); no I/O.
+//! - [`backoff`]: capped exponential backoff with jitter; no I/O.
 //! - [`error_text`]: one-line rendering of an error with its causes.
 
+pub mod actors;
+pub mod backoff;
+pub mod config;
 pub mod db;
+pub mod dead_letters;
 pub mod domain;
 pub mod error_text;
 pub mod inbox;
+pub mod kafka;
+pub mod metrics;
 pub mod pg_cluster;
+pub mod watermark;

@@ -121,11 +121,11 @@ mod tests {
 
     /// An injected error with an identity, so tests can prove the very value came back.
     #[derive(Debug, Clone)]
-    struct FakeError(Arc<&'static str>);
+    struct FakeError(Arc<str>);
 
     impl FakeError {
         fn new(step: &'static str) -> Self {
-            FakeError(Arc::new(step))
+            FakeError(Arc::from(step))
         }
         fn is(&self, other: &FakeError) -> bool {
             Arc::ptr_eq(&self.0, &other.0)

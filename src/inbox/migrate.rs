@@ -8,7 +8,7 @@ use tokio_postgres::Client;
 refinery::embed_migrations!("migrations");
 
 /// Any `pg_advisory_lock` key unique to this application.
-const MIGRATION_LOCK_KEY: i64 = 0x4849_5354_4F52_59; // "HISTORY"
+const MIGRATION_LOCK_KEY: i64 = 0x0048_4953_544F_5259; // "HISTORY"
 
 /// A migration could not be applied.
 #[derive(Debug, thiserror::Error)]

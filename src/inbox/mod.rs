@@ -2,6 +2,7 @@
 //! implementation with the SPEC §3 statements.
 
 pub mod contract;
+pub mod duplicates;
 pub mod migrate;
 pub mod postgres;
 

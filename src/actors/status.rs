@@ -1,0 +1,188 @@
+//! Snapshots the actors describe themselves with: cheap, serialisable, rendered by the admin
+//! page and asserted on by tests.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::messages::ObservedOffsets;
+
+/// What a partition actor is doing, as an operator would say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionState {
+    /// Taking records and resolving them.
+    Running,
+    /// Unknown records wait for a retry; new records go on.
+    Retrying,
+    /// The Unknown backlog reached its bound: no new records until it shrinks.
+    BacklogFull,
+    /// An operator paused it: no new records (retries go on).
+    Paused,
+    /// Revoked or shutting down: finishing the transaction in flight.
+    Draining,
+}
+
+impl PartitionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartitionState::Running => "running",
+            PartitionState::Retrying => "retrying",
+            PartitionState::BacklogFull => "backlog_full",
+            PartitionState::Paused => "paused",
+            PartitionState::Draining => "draining",
+        }
+    }
+}
+
+/// Why a record is a duplicate (classified after the inbox said `AlreadyApplied`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DuplicateCause {
+    /// The same partition and offset again: the consumer replayed it.
+    Redelivery,
+    /// The same event at another offset with the same payload: the producer published twice.
+    Republish,
+    /// The same event id at another offset with a different payload: a producer bug.
+    Conflicting,
+    /// The classification query failed; the outcome stands.
+    Unclassified,
+}
+
+impl DuplicateCause {
+    pub const ALL: [DuplicateCause; 4] = [
+        DuplicateCause::Redelivery,
+        DuplicateCause::Republish,
+        DuplicateCause::Conflicting,
+        DuplicateCause::Unclassified,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DuplicateCause::Redelivery => "redelivery",
+            DuplicateCause::Republish => "republish",
+            DuplicateCause::Conflicting => "conflicting",
+            DuplicateCause::Unclassified => "unclassified",
+        }
+    }
+}
+
+/// Counts of outcomes since the partition was assigned to this instance.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OutcomeCounts {
+    pub applied: u64,
+    pub already_applied: u64,
+    pub dead_lettered: u64,
+    /// Attempts that ended Unknown (a record retried three times counts three).
+    pub unknown_attempts: u64,
+    pub duplicates: BTreeMap<DuplicateCause, u64>,
+    pub dead_letters: BTreeMap<String, u64>,
+}
+
+impl OutcomeCounts {
+    pub fn duplicates_of(&self, cause: DuplicateCause) -> u64 {
+        self.duplicates.get(&cause).copied().unwrap_or(0)
+    }
+}
+
+/// One Unknown record waiting for a retry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BacklogEntry {
+    pub offset: i64,
+    /// `None` for a dead letter whose storing failed.
+    pub event_id: Option<String>,
+    pub attempts: u32,
+    pub last_error: String,
+    pub first_seen: DateTime<Utc>,
+    pub next_retry: DateTime<Utc>,
+}
+
+/// A recently resolved or failed record, newest first in snapshots.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecentOutcome {
+    pub offset: i64,
+    pub event_id: Option<String>,
+    pub outcome: crate::domain::Outcome,
+    pub duplicate: Option<DuplicateCause>,
+    pub detail: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// A partition actor's snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartitionStatus {
+    pub partition: i32,
+    pub state: PartitionState,
+    pub operator_paused: bool,
+    /// Records handed over by the driver and not yet resolved for the first time.
+    pub in_flight: usize,
+    pub backlog: Vec<BacklogEntry>,
+    pub counts: OutcomeCounts,
+    pub last_offset: Option<i64>,
+    /// Kafka timestamp of the last record taken up.
+    pub last_record_time: Option<DateTime<Utc>>,
+    pub recent: Vec<RecentOutcome>,
+}
+
+/// The checkpoint's view of one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointStatus {
+    pub partition: i32,
+    /// The position that may be committed: last contiguous resolved offset + 1.
+    pub watermark: Option<i64>,
+    /// The last position this instance committed successfully.
+    pub committed: Option<i64>,
+    pub unresolved: usize,
+    pub first_unresolved: Option<i64>,
+    pub commits_ok: u64,
+    pub commits_failed: u64,
+    pub last_commit_error: Option<String>,
+}
+
+/// Everything known about one assigned partition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartitionView {
+    pub partition: i32,
+    pub actor: Option<PartitionStatus>,
+    pub checkpoint: Option<CheckpointStatus>,
+    pub observed: Option<ObservedOffsets>,
+}
+
+impl PartitionView {
+    /// The committed offset: ours if we committed, else what the broker reported.
+    pub fn committed(&self) -> Option<i64> {
+        self.checkpoint
+            .as_ref()
+            .and_then(|c| c.committed)
+            .or_else(|| self.observed.map(|o| o.committed).filter(|c| *c >= 0))
+    }
+
+    /// Records between the committed offset and the end of the partition.
+    pub fn lag(&self) -> Option<i64> {
+        // read_committed consumers stop at the last stable offset.
+        let end = self
+            .observed
+            .map(|o| {
+                if o.last_stable >= 0 {
+                    o.last_stable
+                } else {
+                    o.high_watermark
+                }
+            })
+            .filter(|e| *e >= 0)?;
+        Some((end - self.committed().unwrap_or(0)).max(0))
+    }
+}
+
+/// The service's snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServiceStatus {
+    pub group: String,
+    pub topic: String,
+    pub member_id: Option<String>,
+    pub host: String,
+    pub started_at: DateTime<Utc>,
+    pub shutting_down: bool,
+    pub partitions: Vec<PartitionView>,
+}

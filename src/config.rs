@@ -1,0 +1,417 @@
+//! The command line and the typed settings tree it produces, with the checks that name the
+//! offending key when a value is wrong.
+//!
+//! Every `run` flag can also come from an environment variable (`HISTORY_*`); flags win.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::backoff::Backoff;
+
+/// Consumes ticket status events from Kafka into an exactly-one-row-per-event PostgreSQL
+/// projection through a transactional inbox.
+#[derive(Debug, Parser)]
+#[command(name = "history-consumer", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info,history_consumer=debug`.
+    #[arg(long, env = "HISTORY_LOG", default_value = "info", global = true)]
+    pub log: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Consume the topic as a member of the consumer group (applies migrations first).
+    Run(Box<RunArgs>),
+    /// Apply pending database migrations and exit.
+    Migrate(MigrateArgs),
+}
+
+/// Where the Kafka topic is and which consumer group to join.
+#[derive(Debug, Clone, Args)]
+pub struct KafkaArgs {
+    /// Kafka bootstrap servers, comma separated.
+    #[arg(long, env = "HISTORY_KAFKA_BROKERS", default_value = "localhost:9092")]
+    pub brokers: String,
+    /// The topic of ticket status events.
+    #[arg(long, env = "HISTORY_KAFKA_TOPIC", default_value = "tickets.status.v1")]
+    pub topic: String,
+    /// The consumer group; run more instances with the same group to scale out.
+    #[arg(long, env = "HISTORY_KAFKA_GROUP", default_value = "history")]
+    pub group: String,
+    /// A librdkafka property as key=value (repeatable), e.g. `session.timeout.ms=10000`.
+    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
+    pub kafka_options: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// PostgreSQL URL of the service's own database, e.g. postgres://user:pw@host/history.
+    #[arg(long, env = "HISTORY_DATABASE_URL")]
+    pub database_url: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+    /// PostgreSQL URL of the service's own database, e.g. postgres://user:pw@host/history.
+    #[arg(long, env = "HISTORY_DATABASE_URL")]
+    pub database_url: String,
+    /// Address of the admin UI, /metrics and the health endpoints.
+    #[arg(long, env = "HISTORY_ADMIN_ADDR", default_value = "127.0.0.1:8080")]
+    pub admin_addr: SocketAddr,
+    /// Token that unlocks admin actions; without it the admin UI is read-only.
+    #[arg(long, env = "HISTORY_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
+}
+
+/// Knobs with sensible defaults.
+#[derive(Debug, Clone, Args)]
+pub struct TuningArgs {
+    /// Unresolved (Unknown) records a partition may hold before it is paused at the consumer.
+    #[arg(long, env = "HISTORY_MAX_UNRESOLVED", default_value_t = 1000)]
+    pub max_unresolved: usize,
+    /// First retry delay of an Unknown record, in milliseconds.
+    #[arg(long, env = "HISTORY_RETRY_INITIAL_MS", default_value_t = 100)]
+    pub retry_initial_ms: u64,
+    /// Longest retry delay of an Unknown record, in milliseconds.
+    #[arg(long, env = "HISTORY_RETRY_MAX_MS", default_value_t = 10_000)]
+    pub retry_max_ms: u64,
+    /// How often moved watermarks are committed to Kafka, in milliseconds.
+    #[arg(long, env = "HISTORY_COMMIT_INTERVAL_MS", default_value_t = 1000)]
+    pub commit_interval_ms: u64,
+    /// How long a revoked partition may take to drain, in milliseconds; must be shorter than
+    /// the group's session.timeout.ms.
+    #[arg(long, env = "HISTORY_DRAIN_TIMEOUT_MS", default_value_t = 5000)]
+    pub drain_timeout_ms: u64,
+    /// Connections to PostgreSQL.
+    #[arg(long, env = "HISTORY_DB_POOL_SIZE", default_value_t = 16)]
+    pub db_pool_size: usize,
+    /// Largest accepted record value in bytes; larger records are dead-lettered.
+    #[arg(long, env = "HISTORY_MAX_PAYLOAD_BYTES", default_value_t = 256 * 1024)]
+    pub max_payload_bytes: usize,
+    /// Records queued per partition between the Kafka driver and the partition actor.
+    #[arg(long, env = "HISTORY_PARTITION_QUEUE", default_value_t = 256)]
+    pub partition_queue: usize,
+}
+
+fn parse_kafka_option(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
+}
+
+/// A setting is invalid; the message names the key (flag and environment variable).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// librdkafka properties the service owns: changing them would break the offset contract.
+const RESERVED_KAFKA_OPTIONS: [&str; 4] = [
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "group.id",
+    "bootstrap.servers",
+];
+
+/// The Kafka side of the settings.
+#[derive(Debug, Clone)]
+pub struct KafkaSettings {
+    pub brokers: String,
+    pub topic: String,
+    pub group: String,
+    /// Extra librdkafka properties, applied over the service's defaults.
+    pub options: Vec<(String, String)>,
+}
+
+impl KafkaSettings {
+    /// The group's session timeout: the user's `session.timeout.ms`, else librdkafka's default.
+    pub fn session_timeout(&self) -> Result<Duration, ConfigError> {
+        match self.option("session.timeout.ms") {
+            None => Ok(Duration::from_millis(45_000)),
+            Some(text) => text.parse().map(Duration::from_millis).map_err(|_| {
+                ConfigError::new(
+                    "--kafka-option session.timeout.ms",
+                    format!("{text:?} is not a number of milliseconds"),
+                )
+            }),
+        }
+    }
+
+    /// The last value given for a librdkafka property.
+    pub fn option(&self, key: &str) -> Option<&str> {
+        self.options
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Everything `run` needs, checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub kafka: KafkaSettings,
+    pub database_url: String,
+    pub admin_addr: SocketAddr,
+    pub admin_token: Option<String>,
+    pub runtime: RuntimeSettings,
+}
+
+/// How partitions are processed and checkpointed.
+#[derive(Debug, Clone)]
+pub struct RuntimeSettings {
+    pub max_unresolved: usize,
+    pub retry: Backoff,
+    pub commit_interval: Duration,
+    pub drain_timeout: Duration,
+    pub db_pool_size: usize,
+    pub max_payload_bytes: usize,
+    pub partition_queue: usize,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings {
+            max_unresolved: 1000,
+            retry: Backoff {
+                max: Duration::from_secs(10),
+                ..Backoff::default()
+            },
+            commit_interval: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(5),
+            db_pool_size: 16,
+            max_payload_bytes: 256 * 1024,
+            partition_queue: 256,
+        }
+    }
+}
+
+impl Settings {
+    /// Builds and checks the settings of `run`.
+    pub fn from_run_args(args: RunArgs) -> Result<Settings, ConfigError> {
+        let kafka = KafkaSettings {
+            brokers: args.kafka.brokers,
+            topic: args.kafka.topic,
+            group: args.kafka.group,
+            options: args.kafka.kafka_options,
+        };
+        let tuning = args.tuning;
+        let settings = Settings {
+            kafka,
+            database_url: args.database_url,
+            admin_addr: args.admin_addr,
+            admin_token: args.admin_token,
+            runtime: RuntimeSettings {
+                max_unresolved: tuning.max_unresolved,
+                retry: Backoff {
+                    initial: Duration::from_millis(tuning.retry_initial_ms),
+                    max: Duration::from_millis(tuning.retry_max_ms),
+                    ..Backoff::default()
+                },
+                commit_interval: Duration::from_millis(tuning.commit_interval_ms),
+                drain_timeout: Duration::from_millis(tuning.drain_timeout_ms),
+                db_pool_size: tuning.db_pool_size,
+                max_payload_bytes: tuning.max_payload_bytes,
+                partition_queue: tuning.partition_queue,
+            },
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Cross-field checks; each error names the key to fix.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let kafka = &self.kafka;
+        if kafka.brokers.trim().is_empty() {
+            return Err(ConfigError::new(
+                "--brokers / HISTORY_KAFKA_BROKERS",
+                "must not be empty",
+            ));
+        }
+        if kafka.topic.trim().is_empty() {
+            return Err(ConfigError::new(
+                "--topic / HISTORY_KAFKA_TOPIC",
+                "must not be empty",
+            ));
+        }
+        if kafka.group.trim().is_empty() {
+            return Err(ConfigError::new(
+                "--group / HISTORY_KAFKA_GROUP",
+                "must not be empty",
+            ));
+        }
+        for (key, _) in &kafka.options {
+            if RESERVED_KAFKA_OPTIONS.contains(&key.as_str()) {
+                return Err(ConfigError::new(
+                    format!("--kafka-option {key}"),
+                    "is set by the service itself (use --brokers/--group; offsets are committed \
+                     only past resolved records)",
+                ));
+            }
+        }
+        if self.database_url.trim().is_empty() {
+            return Err(ConfigError::new(
+                "--database-url / HISTORY_DATABASE_URL",
+                "must not be empty",
+            ));
+        }
+        crate::db::client_config(&self.database_url).map_err(|e| {
+            ConfigError::new("--database-url / HISTORY_DATABASE_URL", e.to_string())
+        })?;
+        if self.admin_token.as_deref().is_some_and(|t| t.len() < 8) {
+            return Err(ConfigError::new(
+                "--admin-token / HISTORY_ADMIN_TOKEN",
+                "must be at least 8 characters",
+            ));
+        }
+        let rt = &self.runtime;
+        if rt.max_unresolved == 0 {
+            return Err(ConfigError::new(
+                "--max-unresolved / HISTORY_MAX_UNRESOLVED",
+                "must be at least 1",
+            ));
+        }
+        rt.retry.validate().map_err(|field| {
+            let key = match field {
+                "max" => "--retry-max-ms / HISTORY_RETRY_MAX_MS",
+                _ => "--retry-initial-ms / HISTORY_RETRY_INITIAL_MS",
+            };
+            ConfigError::new(
+                key,
+                format!("retry {field} is out of range (initial > 0, max >= initial)"),
+            )
+        })?;
+        if rt.commit_interval.is_zero() {
+            return Err(ConfigError::new(
+                "--commit-interval-ms / HISTORY_COMMIT_INTERVAL_MS",
+                "must be at least 1",
+            ));
+        }
+        let session = kafka.session_timeout()?;
+        if rt.drain_timeout >= session {
+            return Err(ConfigError::new(
+                "--drain-timeout-ms / HISTORY_DRAIN_TIMEOUT_MS",
+                format!(
+                    "{} ms must be shorter than session.timeout.ms ({} ms), or the group evicts \
+                     this member while it drains",
+                    rt.drain_timeout.as_millis(),
+                    session.as_millis()
+                ),
+            ));
+        }
+        if rt.db_pool_size == 0 {
+            return Err(ConfigError::new(
+                "--db-pool-size / HISTORY_DB_POOL_SIZE",
+                "must be at least 1",
+            ));
+        }
+        if rt.partition_queue == 0 {
+            return Err(ConfigError::new(
+                "--partition-queue / HISTORY_PARTITION_QUEUE",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(extra: &[&str]) -> Result<Settings, String> {
+        let mut argv = vec![
+            "history-consumer",
+            "run",
+            "--database-url",
+            "postgres://u@localhost/db",
+        ];
+        argv.extend_from_slice(extra);
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Run(args) => Settings::from_run_args(*args).map_err(|e| e.to_string()),
+            other => panic!("parsed {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_the_documented_ones() {
+        let settings = run_args(&[]).unwrap();
+        assert_eq!(settings.kafka.brokers, "localhost:9092");
+        assert_eq!(settings.kafka.topic, "tickets.status.v1");
+        assert_eq!(settings.kafka.group, "history");
+        assert_eq!(settings.admin_addr.to_string(), "127.0.0.1:8080");
+        assert!(settings.admin_token.is_none());
+    }
+
+    #[test]
+    fn kafka_options_are_key_value_pairs() {
+        let settings = run_args(&[
+            "--kafka-option",
+            "session.timeout.ms=6000",
+            "--kafka-option",
+            "a=b=c",
+        ])
+        .unwrap();
+        assert_eq!(settings.kafka.option("session.timeout.ms"), Some("6000"));
+        assert_eq!(settings.kafka.option("a"), Some("b=c"));
+        let error = run_args(&["--kafka-option", "novalue"]).unwrap_err();
+        assert!(error.contains("--kafka-option"), "{error}");
+    }
+
+    #[test]
+    fn each_bad_setting_names_its_key() {
+        let cases: [(&[&str], &str); 7] = [
+            (&["--admin-addr", "nowhere"], "--admin-addr"),
+            (
+                &["--kafka-option", "enable.auto.commit=true"],
+                "enable.auto.commit",
+            ),
+            (&["--max-unresolved", "0"], "--max-unresolved"),
+            (
+                &[
+                    "--drain-timeout-ms",
+                    "9000",
+                    "--kafka-option",
+                    "session.timeout.ms=6000",
+                ],
+                "--drain-timeout-ms",
+            ),
+            (
+                &["--kafka-option", "session.timeout.ms=soon"],
+                "session.timeout.ms",
+            ),
+            (&["--admin-token", "short"], "--admin-token"),
+            (
+                &["--database-url", "postgres://host:notaport/db"],
+                "--database-url",
+            ),
+        ];
+        for (args, key) in cases {
+            let error = run_args(args).expect_err(key);
+            assert!(error.contains(key), "{args:?}: {error}");
+        }
+    }
+}

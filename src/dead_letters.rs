@@ -1,0 +1,44 @@
+//! The `dead_letters` table: records that can never succeed, stored with their position, raw
+//! bytes and the reason, idempotently on (topic, partition, offset).
+
+use deadpool_postgres::Pool;
+
+use crate::domain::Rejection;
+use crate::inbox::PgInboxError;
+
+const STORE: &str = "INSERT INTO dead_letters \
+     (topic, kafka_partition, kafka_offset, record_key, payload, reason, message) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7) \
+     ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING";
+
+/// A malformed record on its way to the table.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Option<Vec<u8>>,
+    pub rejection: Rejection,
+}
+
+/// Stores a dead letter; storing the same position twice is a no-op.
+pub async fn store(pool: &Pool, letter: &DeadLetter) -> Result<(), PgInboxError> {
+    let client = pool.get().await.map_err(PgInboxError::Pool)?;
+    let statement = client.prepare_cached(STORE).await?;
+    client
+        .execute(
+            &statement,
+            &[
+                &letter.topic,
+                &letter.partition,
+                &letter.offset,
+                &letter.key,
+                &letter.payload,
+                &letter.rejection.reason.as_str(),
+                &letter.rejection.message,
+            ],
+        )
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! The driver thread: polls the consumer (which serves rebalance, commit and statistics
+//! callbacks), routes each record to its partition actor, pauses a partition whose actor's
+//! queue is full and resumes it when there is room, and executes commit commands.
+//! librdkafka is never called from an actix thread.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::context::{HistoryContext, Route};
+use crate::actors::messages::{CommitCompleted, DriverStopped, Record};
+
+const POLL_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// What the actors ask of the driver thread.
+#[derive(Debug)]
+pub enum DriverCommand {
+    /// Commit these positions (next offset to read) for partitions still assigned.
+    Commit(Vec<(i32, i64)>),
+    /// Leave the group: revoke (drain and commit) every partition, then close.
+    Shutdown,
+}
+
+/// Starts the driver thread; it owns the consumer and drops it (closing it) on its way out.
+pub fn spawn_driver(
+    consumer: BaseConsumer<HistoryContext>,
+    commands: Receiver<DriverCommand>,
+    capacity: usize,
+    shutdown_deadline: Duration,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("kafka-driver".into())
+        .spawn(move || {
+            let supervisor = consumer.context().supervisor.clone();
+            let result = drive(&consumer, &commands, capacity, shutdown_deadline);
+            // Closing leaves the group; any partitions still assigned are revoked through the
+            // context first. Done here, never on an actix thread: it blocks.
+            drop(consumer);
+            supervisor.do_send(DriverStopped {
+                error: result.err(),
+            });
+        })
+}
+
+fn drive(
+    consumer: &BaseConsumer<HistoryContext>,
+    commands: &Receiver<DriverCommand>,
+    capacity: usize,
+    shutdown_deadline: Duration,
+) -> Result<(), String> {
+    let context = consumer.context();
+    let mut closing_since: Option<Instant> = None;
+    loop {
+        for command in commands.try_iter() {
+            match command {
+                DriverCommand::Commit(offsets) => commit(consumer, offsets),
+                DriverCommand::Shutdown => {
+                    if closing_since.is_none() {
+                        closing_since = Some(Instant::now());
+                        consumer.unsubscribe();
+                    }
+                }
+            }
+        }
+        feed_stashed(
+            consumer,
+            &mut context.routes.lock().expect("routes lock"),
+            capacity,
+        );
+        if let Some(since) = closing_since {
+            let drained = context.routes.lock().expect("routes lock").is_empty();
+            if drained || since.elapsed() > shutdown_deadline {
+                return Ok(());
+            }
+        }
+        match consumer.poll(POLL_TIMEOUT) {
+            Some(Ok(message)) => route(consumer, message.detach(), capacity),
+            Some(Err(error)) => {
+                context.metrics.observe_kafka_error();
+                tracing::warn!(error = %error, "kafka consumer error");
+            }
+            None => {}
+        }
+    }
+}
+
+fn route(consumer: &BaseConsumer<HistoryContext>, message: OwnedMessage, capacity: usize) {
+    let context = consumer.context();
+    let mut routes = context.routes.lock().expect("routes lock");
+    let partition = message.partition();
+    let Some(route) = routes.get_mut(&partition) else {
+        tracing::debug!(
+            partition,
+            offset = message.offset(),
+            "record for a partition not assigned here"
+        );
+        return;
+    };
+    if route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < capacity {
+        send(route, message);
+        return;
+    }
+    route.stash.push_back(message);
+    if !route.paused {
+        route.paused = set_paused(consumer, &context.topic, partition, true);
+    }
+}
+
+fn send(route: &mut Route, message: OwnedMessage) {
+    route.route.queued.fetch_add(1, Ordering::AcqRel);
+    route.route.recipient.do_send(Record(message));
+}
+
+fn feed_stashed(
+    consumer: &BaseConsumer<HistoryContext>,
+    routes: &mut BTreeMap<i32, Route>,
+    capacity: usize,
+) {
+    let topic = &consumer.context().topic;
+    for (partition, route) in routes.iter_mut() {
+        while !route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < capacity {
+            let message = route.stash.pop_front().expect("not empty");
+            send(route, message);
+        }
+        if route.paused && route.stash.is_empty() {
+            route.paused = !set_paused(consumer, topic, *partition, false);
+        }
+    }
+}
+
+/// Pauses or resumes fetching one partition; returns whether it worked.
+fn set_paused(
+    consumer: &BaseConsumer<HistoryContext>,
+    topic: &str,
+    partition: i32,
+    pause: bool,
+) -> bool {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, partition);
+    let result = if pause {
+        consumer.pause(&tpl)
+    } else {
+        consumer.resume(&tpl)
+    };
+    match result {
+        Ok(()) => {
+            consumer
+                .context()
+                .metrics
+                .set_fetch_paused(partition, pause);
+            tracing::debug!(partition, pause, "partition fetch state changed");
+            true
+        }
+        Err(error) => {
+            tracing::warn!(partition, pause, error = %error, "could not change the partition's fetch state");
+            false
+        }
+    }
+}
+
+fn commit(consumer: &BaseConsumer<HistoryContext>, offsets: Vec<(i32, i64)>) {
+    let context = consumer.context();
+    let owned: Vec<(i32, i64)> = {
+        let routes = context.routes.lock().expect("routes lock");
+        offsets
+            .into_iter()
+            .filter(|(p, _)| routes.contains_key(p))
+            .collect()
+    };
+    if owned.is_empty() {
+        return;
+    }
+    let mut tpl = TopicPartitionList::new();
+    for (partition, offset) in &owned {
+        let _ = tpl.add_partition_offset(&context.topic, *partition, Offset::Offset(*offset));
+    }
+    // The result arrives through the context's commit callback.
+    if let Err(error) = consumer.commit(&tpl, CommitMode::Async) {
+        context.checkpoint.do_send(CommitCompleted {
+            offsets: owned,
+            error: Some(error.to_string()),
+        });
+    }
+}

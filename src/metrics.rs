@@ -1,0 +1,289 @@
+//! Prometheus metrics on a private registry (parallel tests never collide). Names are
+//! `history_*` with units; labels come from bounded sets only (partition, outcome, cause,
+//! reason, result, kind), never from event ids.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::actors::messages::ObservedOffsets;
+use crate::actors::status::DuplicateCause;
+use crate::domain::{Outcome, RejectReason};
+
+struct Families {
+    records: IntCounterVec,
+    duplicates: IntCounterVec,
+    dead_letters: IntCounterVec,
+    backlog: IntGaugeVec,
+    oldest_unknown: prometheus::GaugeVec,
+    watermark: IntGaugeVec,
+    committed: IntGaugeVec,
+    high_watermark: IntGaugeVec,
+    lag: IntGaugeVec,
+    fetch_paused: IntGaugeVec,
+    transaction: HistogramVec,
+    commits: IntCounterVec,
+    rebalances: IntCounterVec,
+    kafka_errors: IntCounter,
+}
+
+/// The service's metrics; cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    families: Arc<Families>,
+}
+
+fn register<C: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    collector: C,
+) -> C {
+    registry
+        .register(Box::new(collector.clone()))
+        .expect("metric names are unique");
+    collector
+}
+
+impl Metrics {
+    /// Creates the metrics on a new private registry (with process metrics where supported).
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        #[cfg(target_os = "linux")]
+        {
+            let process = prometheus::process_collector::ProcessCollector::for_self();
+            let _ = registry.register(Box::new(process));
+        }
+        let r = &registry;
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            register(
+                r,
+                IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
+            )
+        };
+        let gauge = |name: &str, help: &str| {
+            register(
+                r,
+                IntGaugeVec::new(Opts::new(name, help), &["partition"]).expect("valid metric"),
+            )
+        };
+        let families = Families {
+            records: counter(
+                "history_records_total",
+                "Records resolved or attempted, by partition and outcome (applied, already_applied, dead_lettered, unknown).",
+                &["partition", "outcome"],
+            ),
+            duplicates: counter(
+                "history_duplicates_total",
+                "Duplicate deliveries by partition and cause (redelivery, republish, conflicting, unclassified).",
+                &["partition", "cause"],
+            ),
+            dead_letters: counter(
+                "history_dead_letters_total",
+                "Records stored in dead_letters, by partition and reason.",
+                &["partition", "reason"],
+            ),
+            backlog: gauge(
+                "history_unknown_backlog_records",
+                "Records whose outcome is Unknown and that wait for a retry.",
+            ),
+            oldest_unknown: register(
+                r,
+                prometheus::GaugeVec::new(
+                    Opts::new(
+                        "history_oldest_unknown_age_seconds",
+                        "Age of the oldest Unknown record of the partition (0 when none).",
+                    ),
+                    &["partition"],
+                )
+                .expect("valid metric"),
+            ),
+            watermark: gauge(
+                "history_watermark_offset",
+                "Last contiguous resolved offset + 1: the position that may be committed.",
+            ),
+            committed: gauge(
+                "history_committed_offset",
+                "The offset committed to Kafka for the partition.",
+            ),
+            high_watermark: gauge(
+                "history_high_watermark_offset",
+                "The partition's high watermark (last stable offset for read_committed).",
+            ),
+            lag: gauge(
+                "history_lag_records",
+                "Records between the committed offset and the end of the partition.",
+            ),
+            fetch_paused: gauge(
+                "history_partition_fetch_paused",
+                "1 while fetching the partition is paused because its queue is full.",
+            ),
+            transaction: register(
+                r,
+                HistogramVec::new(
+                    HistogramOpts::new(
+                        "history_transaction_duration_seconds",
+                        "Duration of one record's database work, by outcome.",
+                    )
+                    .buckets(vec![
+                        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                        5.0, 10.0,
+                    ]),
+                    &["outcome"],
+                )
+                .expect("valid metric"),
+            ),
+            commits: counter(
+                "history_offset_commits_total",
+                "Offset commits to Kafka by result (ok, error).",
+                &["result"],
+            ),
+            rebalances: counter(
+                "history_rebalances_total",
+                "Rebalance callbacks by kind (assign, revoke, lost).",
+                &["kind"],
+            ),
+            kafka_errors: register(
+                r,
+                IntCounter::new(
+                    "history_kafka_errors_total",
+                    "Errors reported by the Kafka client (broker down, timeouts, ...).",
+                )
+                .expect("valid metric"),
+            ),
+        };
+        Metrics {
+            registry,
+            families: Arc::new(families),
+        }
+    }
+
+    /// The registry, for the exporter and for tests.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buffer)
+            .expect("text encoding of gathered metrics");
+        String::from_utf8(buffer).expect("exposition is UTF-8")
+    }
+
+    pub fn observe_outcome(&self, partition: i32, outcome: Outcome, elapsed: Duration) {
+        let f = &self.families;
+        f.records
+            .with_label_values(&[&partition.to_string(), outcome.as_str()])
+            .inc();
+        let histogram: Histogram = f.transaction.with_label_values(&[outcome.as_str()]);
+        histogram.observe(elapsed.as_secs_f64());
+    }
+
+    pub fn observe_duplicate(&self, partition: i32, cause: DuplicateCause) {
+        self.families
+            .duplicates
+            .with_label_values(&[&partition.to_string(), cause.as_str()])
+            .inc();
+    }
+
+    pub fn observe_dead_letter(&self, partition: i32, reason: RejectReason) {
+        self.families
+            .dead_letters
+            .with_label_values(&[&partition.to_string(), reason.as_str()])
+            .inc();
+    }
+
+    pub fn set_backlog(&self, partition: i32, records: usize, oldest: Duration) {
+        let p = partition.to_string();
+        self.families
+            .backlog
+            .with_label_values(&[&p])
+            .set(records as i64);
+        self.families
+            .oldest_unknown
+            .with_label_values(&[&p])
+            .set(oldest.as_secs_f64());
+    }
+
+    pub fn set_watermark(&self, partition: i32, watermark: Option<i64>, committed: Option<i64>) {
+        let p = partition.to_string();
+        if let Some(w) = watermark {
+            self.families.watermark.with_label_values(&[&p]).set(w);
+        }
+        if let Some(c) = committed {
+            self.families.committed.with_label_values(&[&p]).set(c);
+        }
+    }
+
+    pub fn set_observed(&self, offsets: &ObservedOffsets) {
+        let p = offsets.partition.to_string();
+        let end = if offsets.last_stable >= 0 {
+            offsets.last_stable
+        } else {
+            offsets.high_watermark
+        };
+        if end >= 0 {
+            self.families
+                .high_watermark
+                .with_label_values(&[&p])
+                .set(end);
+            if offsets.committed >= 0 {
+                self.families
+                    .lag
+                    .with_label_values(&[&p])
+                    .set((end - offsets.committed).max(0));
+            }
+        }
+    }
+
+    pub fn set_fetch_paused(&self, partition: i32, paused: bool) {
+        self.families
+            .fetch_paused
+            .with_label_values(&[&partition.to_string()])
+            .set(i64::from(paused));
+    }
+
+    pub fn observe_commit(&self, ok: bool) {
+        self.families
+            .commits
+            .with_label_values(&[if ok { "ok" } else { "error" }])
+            .inc();
+    }
+
+    pub fn observe_rebalance(&self, kind: &str) {
+        self.families.rebalances.with_label_values(&[kind]).inc();
+    }
+
+    pub fn observe_kafka_error(&self) {
+        self.families.kafka_errors.inc();
+    }
+
+    /// Drops the per-partition gauges of a partition this instance no longer owns, so that
+    /// a dashboard summing over instances does not count it twice.
+    pub fn forget_partition(&self, partition: i32) {
+        let p = partition.to_string();
+        let f = &self.families;
+        for gauge in [
+            &f.backlog,
+            &f.watermark,
+            &f.committed,
+            &f.high_watermark,
+            &f.lag,
+            &f.fetch_paused,
+        ] {
+            let _ = gauge.remove_label_values(&[&p]);
+        }
+        let _ = f.oldest_unknown.remove_label_values(&[&p]);
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
