@@ -12,6 +12,7 @@
 //! - [`error_text`]: one-line rendering of an error with its causes.
 
 pub mod actors;
+pub mod admin;
 pub mod backoff;
 pub mod config;
 pub mod db;
@@ -22,4 +23,5 @@ pub mod inbox;
 pub mod kafka;
 pub mod metrics;
 pub mod pg_cluster;
+pub mod startup;
 pub mod watermark;

@@ -1,1 +1,40 @@
-fn main() {}
+//! The binary: parse the command line, set up logging, hand over to the library.
+
+use anyhow::Context as _;
+use clap::Parser;
+use history_consumer::config::{Cli, Command, Settings};
+use history_consumer::startup::Application;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_new(&cli.log).context("invalid --log / HISTORY_LOG filter")?,
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    actix_web::rt::System::new().block_on(async move {
+        match cli.command {
+            Command::Run(args) => {
+                let settings = Settings::from_run_args(*args)?;
+                Application::build(settings)
+                    .await?
+                    .run_until_stopped()
+                    .await?;
+            }
+            Command::Migrate(args) => {
+                let pool = history_consumer::db::pool(&args.database_url, 1)?;
+                let report = history_consumer::db::migrate_pool(&pool).await?;
+                if report.applied.is_empty() {
+                    println!("database is up to date");
+                } else {
+                    for file in report.applied {
+                        println!("applied {file}");
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}

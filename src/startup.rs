@@ -1,0 +1,235 @@
+//! Wiring: the database pool and migrations, the actors, the Kafka consumer and its driver
+//! thread, and the admin HTTP server; then running until SIGINT/SIGTERM or the consumer stops.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use actix::prelude::*;
+use deadpool_postgres::Pool;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use crate::actors::messages::Shutdown;
+use crate::actors::partition::PartitionDeps;
+use crate::actors::supervisor::MemberInfo;
+use crate::actors::{Checkpoint, Supervisor};
+use crate::admin::{self, AdminState};
+use crate::config::{ConfigError, Settings};
+use crate::db::{self, DbError};
+use crate::kafka::{DriverCommand, HistoryContext, consumer_config, spawn_driver};
+use crate::metrics::Metrics;
+
+/// The service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("could not listen on the admin address {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not start the kafka driver thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("the kafka consumer stopped: {0}")]
+    Consumer(String),
+}
+
+/// What tests and the demo need to look inside a running service.
+#[derive(Clone)]
+pub struct AppHandle {
+    pub supervisor: Addr<Supervisor>,
+    pub pool: Pool,
+    pub metrics: Metrics,
+    pub admin_addr: SocketAddr,
+}
+
+impl AppHandle {
+    /// Asks the service to leave the group gracefully (as SIGTERM does).
+    pub fn shutdown(&self) {
+        self.supervisor.do_send(Shutdown);
+    }
+}
+
+/// A built, not yet running, service.
+pub struct Application {
+    settings: Settings,
+    handle: AppHandle,
+    consumer: BaseConsumer<HistoryContext>,
+    commands: mpsc::Receiver<DriverCommand>,
+    server: actix_web::dev::Server,
+    stopped: tokio::sync::oneshot::Receiver<Option<String>>,
+}
+
+impl Application {
+    /// Connects to the database (applying migrations), creates the actors and the consumer,
+    /// subscribes, and binds the admin server. Must run inside an actix system.
+    pub async fn build(settings: Settings) -> Result<Application, StartupError> {
+        settings.validate()?;
+        let runtime = &settings.runtime;
+        let pool = db::pool(&settings.database_url, runtime.db_pool_size)?;
+        let report = db::migrate_pool(&pool).await?;
+        if !report.applied.is_empty() {
+            tracing::info!(applied = ?report.applied, "database migrated");
+        }
+        let metrics = Metrics::new();
+        let (commands_tx, commands) = mpsc::channel();
+        let checkpoint = Checkpoint::new(
+            commands_tx.clone(),
+            runtime.commit_interval,
+            metrics.clone(),
+        )
+        .start();
+        let deps = Arc::new(PartitionDeps {
+            topic: settings.kafka.topic.clone(),
+            pool: pool.clone(),
+            checkpoint: checkpoint.clone(),
+            metrics: metrics.clone(),
+            max_unresolved: runtime.max_unresolved,
+            retry: runtime.retry,
+            max_payload_bytes: runtime.max_payload_bytes,
+        });
+        let host = hostname();
+        let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
+        let supervisor = Supervisor::new(
+            MemberInfo {
+                group: settings.kafka.group.clone(),
+                topic: settings.kafka.topic.clone(),
+                host: host.clone(),
+            },
+            deps,
+            commands_tx,
+            runtime.drain_timeout,
+            stopped_tx,
+        )
+        .start();
+
+        let client_id = format!("history-consumer-{host}-{}", std::process::id());
+        let context = HistoryContext {
+            topic: settings.kafka.topic.clone(),
+            supervisor: supervisor.clone(),
+            checkpoint,
+            metrics: metrics.clone(),
+            routes: Mutex::new(Default::default()),
+        };
+        let consumer: BaseConsumer<HistoryContext> = consumer_config(&settings.kafka, &client_id)
+            .create_with_context(context)
+            .map_err(kafka_config_error)?;
+        consumer
+            .subscribe(&[&settings.kafka.topic])
+            .map_err(|e| ConfigError::new("--topic / HISTORY_KAFKA_TOPIC", e.to_string()))?;
+
+        let listener =
+            TcpListener::bind(settings.admin_addr).map_err(|source| StartupError::Bind {
+                addr: settings.admin_addr,
+                source,
+            })?;
+        let admin_addr = listener.local_addr().map_err(|source| StartupError::Bind {
+            addr: settings.admin_addr,
+            source,
+        })?;
+        let state = AdminState {
+            supervisor: supervisor.clone(),
+            pool: pool.clone(),
+            metrics: metrics.clone(),
+            admin_token: settings.admin_token.clone(),
+        };
+        let server = admin::server(listener, state).map_err(|source| StartupError::Bind {
+            addr: settings.admin_addr,
+            source,
+        })?;
+        tracing::info!(%admin_addr, group = %settings.kafka.group, topic = %settings.kafka.topic, "service started");
+        Ok(Application {
+            handle: AppHandle {
+                supervisor,
+                pool,
+                metrics,
+                admin_addr,
+            },
+            settings,
+            consumer,
+            commands,
+            server,
+            stopped,
+        })
+    }
+
+    pub fn handle(&self) -> AppHandle {
+        self.handle.clone()
+    }
+
+    /// Runs until SIGINT/SIGTERM (then leaves the group gracefully) or the consumer stops.
+    pub async fn run_until_stopped(self) -> Result<(), StartupError> {
+        let runtime = &self.settings.runtime;
+        // The shutdown budget: every partition drains within its own deadline, in parallel.
+        let shutdown_deadline = runtime.drain_timeout * 2;
+        spawn_driver(
+            self.consumer,
+            self.commands,
+            runtime.partition_queue,
+            shutdown_deadline,
+        )
+        .map_err(StartupError::Thread)?;
+        let server_handle = self.server.handle();
+        actix::spawn(self.server);
+        let supervisor = self.handle.supervisor.clone();
+        actix::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("signal received");
+            supervisor.do_send(Shutdown);
+        });
+        let outcome = self.stopped.await.unwrap_or(None);
+        server_handle.stop(true).await;
+        match outcome {
+            None => Ok(()),
+            Some(error) => Err(StartupError::Consumer(error)),
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// librdkafka names the property it rejects; so do we.
+fn kafka_config_error(error: rdkafka::error::KafkaError) -> ConfigError {
+    match &error {
+        rdkafka::error::KafkaError::ClientConfig(_, message, key, value) => ConfigError::new(
+            format!("--kafka-option {key}"),
+            format!("{value:?} rejected by librdkafka: {message}"),
+        ),
+        _ => ConfigError::new("--kafka-option", error.to_string()),
+    }
+}
+
+/// This machine's host name (for the status page and the Kafka client id).
+pub fn hostname() -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
+    let ok = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
+    let name = if ok {
+        let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
+        String::from_utf8_lossy(&buffer[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    if name.is_empty() {
+        "unknown-host".to_owned()
+    } else {
+        name
+    }
+}

@@ -1,0 +1,122 @@
+//! Running the service in process (inside the test's actix system) against a test database
+//! and the mock cluster.
+
+use std::time::Duration;
+
+use history_consumer::actors::messages::GetStatus;
+use history_consumer::actors::status::{PartitionView, ServiceStatus};
+use history_consumer::config::{KafkaSettings, RuntimeSettings, Settings};
+use history_consumer::startup::{AppHandle, Application};
+
+use crate::helpers::{TestDb, unique_name, wait_for};
+use crate::kafka::TestKafka;
+
+pub struct TestApp {
+    pub handle: AppHandle,
+    pub group: String,
+    pub stopped: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+/// Settings for tests: short session timeout (the mock waits that long to rebalance), fast
+/// commits and retries.
+pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
+    Settings {
+        kafka: KafkaSettings {
+            brokers: kafka.brokers.clone(),
+            topic: kafka.topic.clone(),
+            group: group.to_owned(),
+            options: vec![
+                ("session.timeout.ms".into(), "6000".into()),
+                ("heartbeat.interval.ms".into(), "500".into()),
+            ],
+        },
+        database_url: db_url.to_owned(),
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
+        admin_token: Some("test-admin-token".into()),
+        runtime: RuntimeSettings {
+            commit_interval: Duration::from_millis(100),
+            drain_timeout: Duration::from_secs(3),
+            retry: history_consumer::backoff::Backoff {
+                initial: Duration::from_millis(50),
+                max: Duration::from_millis(500),
+                ..Default::default()
+            },
+            ..RuntimeSettings::default()
+        },
+    }
+}
+
+pub async fn spawn_app_with(settings: Settings) -> TestApp {
+    let group = settings.kafka.group.clone();
+    let app = Application::build(settings)
+        .await
+        .expect("the service starts");
+    let handle = app.handle();
+    let stopped =
+        actix_web::rt::spawn(
+            async move { app.run_until_stopped().await.map_err(|e| e.to_string()) },
+        );
+    TestApp {
+        handle,
+        group,
+        stopped,
+    }
+}
+
+pub async fn spawn_app(db: &TestDb, kafka: &TestKafka) -> TestApp {
+    spawn_app_with(test_settings(&db.url, kafka, &unique_name("group"))).await
+}
+
+impl TestApp {
+    pub async fn status(&self) -> ServiceStatus {
+        self.handle
+            .supervisor
+            .send(GetStatus)
+            .await
+            .expect("status")
+    }
+
+    pub async fn partition(&self, partition: i32) -> Option<PartitionView> {
+        self.status()
+            .await
+            .partitions
+            .into_iter()
+            .find(|p| p.partition == partition)
+    }
+
+    /// Waits until this instance owns `count` partitions.
+    pub async fn wait_assigned(&self, count: usize) {
+        wait_for(
+            Duration::from_secs(30),
+            "partitions to be assigned",
+            || async { (self.status().await.partitions.len() == count).then_some(()) },
+        )
+        .await;
+    }
+
+    /// Waits until the broker has `ends` committed for the group.
+    pub async fn wait_committed(&self, kafka: &TestKafka, ends: &[i64]) {
+        let mut last = Vec::new();
+        let reached = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                last = kafka.committed(&self.group).await;
+                if last == ends {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        assert!(reached.is_ok(), "committed {last:?}, expected {ends:?}");
+    }
+
+    /// Leaves the group gracefully and waits for the service to stop.
+    pub async fn shutdown(self) {
+        self.handle.shutdown();
+        let result = tokio::time::timeout(Duration::from_secs(30), self.stopped)
+            .await
+            .expect("the service stops in time")
+            .expect("the service task");
+        result.expect("a clean stop");
+    }
+}

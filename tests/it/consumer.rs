@@ -1,0 +1,198 @@
+//! The consumer runtime end to end, in process: records produced by a real producer to the
+//! mock cluster, consumed by the service, checked in PostgreSQL and in Kafka's committed offsets.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use history_consumer::actors::status::DuplicateCause;
+
+use crate::app::spawn_app;
+use crate::helpers::{test_database, wait_for};
+use crate::kafka::{TestKafka, payload};
+
+#[actix_web::test]
+async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(1).await;
+
+    let producer = kafka.producer();
+    let e900 = payload(
+        "event-ticket-900",
+        "ticket-42",
+        "open",
+        "resolved",
+        "2026-10-03T08:00:00Z",
+    );
+    let e901 = payload(
+        "event-ticket-901",
+        "ticket-42",
+        "resolved",
+        "closed",
+        "2026-10-03T08:01:00Z",
+    );
+    let first = kafka.send(&producer, None, "ticket-42", &e900).await;
+    let again = kafka.send(&producer, None, "ticket-42", &e900).await;
+    kafka.send(&producer, None, "ticket-42", &e901).await;
+    assert_ne!(first.1, again.1, "the same event at two offsets");
+
+    app.wait_committed(&kafka, &[3]).await;
+    assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 2);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM history_events WHERE ticket_id = 'ticket-42'")
+            .await,
+        2
+    );
+    let view = app.partition(0).await.expect("partition 0");
+    let counts = view.actor.expect("actor status").counts;
+    assert_eq!(counts.applied, 2);
+    assert_eq!(counts.already_applied, 1);
+    assert_eq!(counts.duplicates_of(DuplicateCause::Republish), 1);
+    assert_eq!(counts.duplicates_of(DuplicateCause::Redelivery), 0);
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(4);
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(4).await;
+
+    let producer = kafka.producer();
+    let mut unique = HashSet::new();
+    let mut sends = Vec::new();
+    for i in 0..10_000u32 {
+        // Every tenth record repeats an earlier event (the outbox republishing it).
+        let n = if i % 10 == 9 { i - 5 } else { i };
+        unique.insert(n);
+        let ticket = format!("ticket-{}", n % 97);
+        let body = payload(
+            &format!("event-{n}"),
+            &ticket,
+            "open",
+            "resolved",
+            "2026-10-03T08:00:00Z",
+        );
+        let producer = &producer;
+        let topic = &kafka.topic;
+        sends.push(async move {
+            let record = rdkafka::producer::FutureRecord::to(topic)
+                .key(&ticket)
+                .payload(&body);
+            producer
+                .send(record, Duration::from_secs(30))
+                .await
+                .map_err(|(e, _)| e)
+                .expect("delivered");
+        });
+    }
+    futures::future::join_all(sends).await;
+
+    let ends = kafka.ends().await;
+    assert_eq!(ends.iter().sum::<i64>(), 10_000);
+    app.wait_committed(&kafka, &ends).await;
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM history_events").await,
+        unique.len() as i64
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM inbox").await,
+        unique.len() as i64
+    );
+    let status = app.status().await;
+    let duplicates: u64 = status
+        .partitions
+        .iter()
+        .map(|p| p.actor.as_ref().unwrap().counts.already_applied)
+        .sum();
+    assert_eq!(duplicates, 10_000 - unique.len() as u64);
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(1).await;
+    let producer = kafka.producer();
+
+    let good = |id: &str| payload(id, "ticket-1", "open", "resolved", "2026-10-03T08:00:00Z");
+    let huge = {
+        let mut body = String::from(
+            r#"{"event_id":"big","ticket_id":"t","from_status":"a","to_status":"b","changed_at":"2026-10-03T08:00:00Z","pad":""#,
+        );
+        body.push_str(&"x".repeat(1024 * 1024));
+        body.push_str("\"}");
+        body.into_bytes()
+    };
+    let bad: Vec<(&str, Vec<u8>)> = vec![
+        ("not_json", b"this is not json".to_vec()),
+        ("not_object", b"[1,2,3]".to_vec()),
+        ("missing_field", br#"{"event_id":"e1","ticket_id":"t","from_status":"a","changed_at":"2026-10-03T08:00:00Z"}"#.to_vec()),
+        ("empty_field", payload("e2", "", "a", "b", "2026-10-03T08:00:00Z")),
+        ("wrong_type", br#"{"event_id":7,"ticket_id":"t","from_status":"a","to_status":"b","changed_at":"2026-10-03T08:00:00Z"}"#.to_vec()),
+        ("bad_timestamp", payload("e3", "t", "a", "b", "yesterday at noon")),
+        ("oversized_id", payload(&"x".repeat(201), "t", "a", "b", "2026-10-03T08:00:00Z")),
+        ("invalid_text", payload("e4", "t\u{0}", "a", "b", "2026-10-03T08:00:00Z")),
+        ("payload_too_large", huge),
+    ];
+    kafka.send(&producer, None, "k", &good("before")).await;
+    for (_, body) in &bad {
+        kafka.send(&producer, None, "k", body).await;
+    }
+    kafka.send(&producer, None, "k", &good("after")).await;
+    let end = 2 + bad.len() as i64;
+
+    app.wait_committed(&kafka, &[end]).await;
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM history_events").await,
+        2,
+        "good records on both sides"
+    );
+    let client = db.pool.get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT reason, kafka_offset, octet_length(payload), message FROM dead_letters ORDER BY kafka_offset",
+            &[],
+        )
+        .await
+        .unwrap();
+    let reasons: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    let expected: Vec<String> = bad.iter().map(|(r, _)| r.to_string()).collect();
+    assert_eq!(reasons, expected);
+    for (row, (_, body)) in rows.iter().zip(&bad) {
+        assert_eq!(
+            row.get::<_, Option<i32>>(2),
+            Some(body.len() as i32),
+            "raw bytes kept whole"
+        );
+        assert!(!row.get::<_, String>(3).is_empty(), "a message for people");
+    }
+    let counts = app.partition(0).await.unwrap().actor.unwrap().counts;
+    assert_eq!(counts.dead_lettered, bad.len() as u64);
+    assert_eq!(counts.dead_letters.get("payload_too_large"), Some(&1));
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn a_graceful_shutdown_commits_the_final_watermark() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(2);
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(2).await;
+    let producer = kafka.producer();
+    for i in 0..200 {
+        let body = payload(&format!("e{i}"), "t", "a", "b", "2026-10-03T08:00:00Z");
+        kafka.send(&producer, Some(i % 2), "k", &body).await;
+    }
+    wait_for(Duration::from_secs(30), "all rows", || async {
+        (db.scalar("SELECT count(*) FROM history_events").await == 200).then_some(())
+    })
+    .await;
+    let group = app.group.clone();
+    app.shutdown().await;
+    assert_eq!(kafka.committed(&group).await, vec![100, 100]);
+}
