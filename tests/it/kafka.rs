@@ -104,6 +104,7 @@ impl TestKafka {
         tokio::task::spawn_blocking(move || {
             let consumer: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &brokers)
+                .set("isolation.level", "read_uncommitted")
                 .create()
                 .expect("consumer");
             (0..partitions)

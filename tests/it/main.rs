@@ -7,3 +7,4 @@ mod helpers;
 mod inbox;
 mod kafka;
 mod migrations;
+mod resilience;
