@@ -7,4 +7,5 @@ mod helpers;
 mod inbox;
 mod kafka;
 mod migrations;
+mod process;
 mod resilience;

@@ -5,15 +5,21 @@ use std::time::Duration;
 
 use history_consumer::actors::status::PartitionState;
 use history_consumer::pg_cluster::{ClusterOptions, TempCluster};
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::ClientConfig;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 use crate::app::{spawn_app, spawn_app_with, test_settings};
 use crate::helpers::{test_database, unique_name, wait_for};
-use crate::kafka::{payload, TestKafka};
+use crate::kafka::{TestKafka, payload};
 
 fn event(i: usize) -> Vec<u8> {
-    payload(&format!("event-{i}"), &format!("ticket-{}", i % 7), "open", "resolved", "2026-10-03T08:00:00Z")
+    payload(
+        &format!("event-{i}"),
+        &format!("ticket-{}", i % 7),
+        "open",
+        "resolved",
+        "2026-10-03T08:00:00Z",
+    )
 }
 
 #[actix_web::test]
@@ -39,17 +45,33 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
         kafka.send(&producer, None, "k", &event(i)).await;
     }
     // The backlog fills to its bound and the partition stops taking records.
-    let view = wait_for(Duration::from_secs(30), "the backlog to reach its bound", || async {
-        let view = app.partition(0).await?;
-        let actor = view.actor.as_ref()?;
-        (actor.state == PartitionState::BacklogFull).then_some(view)
-    })
+    let view = wait_for(
+        Duration::from_secs(30),
+        "the backlog to reach its bound",
+        || async {
+            let view = app.partition(0).await?;
+            let actor = view.actor.as_ref()?;
+            (actor.state == PartitionState::BacklogFull).then_some(view)
+        },
+    )
     .await;
     let actor = view.actor.as_ref().unwrap();
     assert_eq!(actor.backlog.len(), 20);
-    assert_eq!(actor.backlog[0].offset, 50, "the first Unknown is the first record after the outage");
-    assert!(actor.backlog.iter().all(|e| e.attempts >= 1 && !e.last_error.is_empty()));
-    assert!(actor.in_flight <= 8, "at most the queue is held: {}", actor.in_flight);
+    assert_eq!(
+        actor.backlog[0].offset, 50,
+        "the first Unknown is the first record after the outage"
+    );
+    assert!(
+        actor
+            .backlog
+            .iter()
+            .all(|e| e.attempts >= 1 && !e.last_error.is_empty())
+    );
+    assert!(
+        actor.in_flight <= 8,
+        "at most the queue is held: {}",
+        actor.in_flight
+    );
     // The driver paused fetching once the queue was full.
     wait_for(Duration::from_secs(10), "fetching to pause", || async {
         app.handle
@@ -101,7 +123,9 @@ async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
             .create()
             .expect("transactional producer");
         let timeout = Duration::from_secs(10);
-        producer.init_transactions(timeout).expect("init transactions");
+        producer
+            .init_transactions(timeout)
+            .expect("init transactions");
         for (batch, commit) in [(0, true), (1, false), (2, true)] {
             producer.begin_transaction().expect("begin");
             for i in 0..5 {
@@ -124,7 +148,11 @@ async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
     // for a read_committed consumer); librdkafka's mock cluster keeps neither, so here the end
     // is whatever the log holds. Gaps themselves are covered by the watermark's own tests.
     let ends = kafka.ends().await;
-    assert!(ends[0] >= 10, "the committed transactions are in the log: end {}", ends[0]);
+    assert!(
+        ends[0] >= 10,
+        "the committed transactions are in the log: end {}",
+        ends[0]
+    );
     app.wait_committed(&kafka, &ends).await;
     assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 10);
     app.shutdown().await;
@@ -138,7 +166,9 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
     app.wait_assigned(2).await;
     let producer = kafka.producer();
     for i in 0..20 {
-        kafka.send(&producer, Some((i % 2) as i32), "k", &event(i)).await;
+        kafka
+            .send(&producer, Some((i % 2) as i32), "k", &event(i))
+            .await;
     }
     app.wait_committed(&kafka, &[10, 10]).await;
 
@@ -147,7 +177,9 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
     kafka.cluster.broker_up(1).expect("broker up");
 
     for i in 20..40 {
-        kafka.send(&producer, Some((i % 2) as i32), "k", &event(i)).await;
+        kafka
+            .send(&producer, Some((i % 2) as i32), "k", &event(i))
+            .await;
     }
     app.wait_committed(&kafka, &[20, 20]).await;
     assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 40);
@@ -171,19 +203,30 @@ async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event
     one.wait_assigned(4).await;
     let producer = kafka.producer();
     for i in 0..400 {
-        kafka.send(&producer, Some((i % 4) as i32), "k", &event(i)).await;
+        kafka
+            .send(&producer, Some((i % 4) as i32), "k", &event(i))
+            .await;
     }
     // A second member joins mid-stream: everything is revoked and reassigned.
     let mut second = test_settings(&db.url, &kafka, &group);
     eager(&mut second);
     let two = spawn_app_with(second).await;
     for i in 400..800 {
-        kafka.send(&producer, Some((i % 4) as i32), "k", &event(i)).await;
+        kafka
+            .send(&producer, Some((i % 4) as i32), "k", &event(i))
+            .await;
     }
-    wait_for(Duration::from_secs(60), "both members to own partitions", || async {
-        let (a, b) = (one.status().await.partitions.len(), two.status().await.partitions.len());
-        (a + b == 4 && a > 0 && b > 0).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(60),
+        "both members to own partitions",
+        || async {
+            let (a, b) = (
+                one.status().await.partitions.len(),
+                two.status().await.partitions.len(),
+            );
+            (a + b == 4 && a > 0 && b > 0).then_some(())
+        },
+    )
     .await;
     one.wait_committed(&kafka, &[200, 200, 200, 200]).await;
     assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 800);

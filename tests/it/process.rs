@@ -1,0 +1,304 @@
+//! The service as the real binary, where a process must die: SIGTERM, `kill -9`, and two
+//! members of one group.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::helpers::{TestDb, test_database, unique_name, wait_for};
+use crate::kafka::{TestKafka, payload};
+
+/// A running `history-consumer run` process.
+pub struct ServiceProcess {
+    child: Child,
+    pub admin: String,
+    pub log: PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl ServiceProcess {
+    pub fn spawn(db: &TestDb, kafka: &TestKafka, group: &str) -> ServiceProcess {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-consumer")));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_history-consumer"))
+            .args([
+                "run",
+                "--brokers",
+                &kafka.brokers,
+                "--topic",
+                &kafka.topic,
+                "--group",
+                group,
+            ])
+            .args(["--database-url", &db.url, "--admin-addr", &admin])
+            .args(["--kafka-option", "session.timeout.ms=6000"])
+            .args(["--kafka-option", "heartbeat.interval.ms=500"])
+            .args(["--commit-interval-ms", "100", "--drain-timeout-ms", "3000"])
+            .env("HISTORY_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("start the binary");
+        ServiceProcess { child, admin, log }
+    }
+
+    pub fn kill_9(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    pub fn sigterm(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+    }
+
+    /// Waits for the process to exit; its exit code.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let log = self.log.clone();
+        let status = wait_for(timeout, "the process to exit", || {
+            let status = self.child.try_wait().unwrap();
+            async move { status }
+        })
+        .await;
+        if !status.success() {
+            eprintln!("{}", std::fs::read_to_string(log).unwrap_or_default());
+        }
+        status.code()
+    }
+
+    /// `GET path` on the admin server: the JSON body, if it answered 200.
+    pub async fn get_json(&self, path: &str) -> Option<serde_json::Value> {
+        let mut stream = tokio::net::TcpStream::connect(&self.admin).await.ok()?;
+        let request = format!("GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.admin);
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        if head.split_whitespace().nth(1) != Some("200") {
+            return None;
+        }
+        serde_json::from_str(body).ok()
+    }
+
+    pub async fn owned_partitions(&self) -> usize {
+        self.get_json("/api/status")
+            .await
+            .and_then(|s| s["partitions"].as_array().map(Vec::len))
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for ServiceProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn event(i: usize) -> Vec<u8> {
+    payload(
+        &format!("event-{i}"),
+        &format!("ticket-{}", i % 13),
+        "open",
+        "resolved",
+        "2026-10-03T08:00:00Z",
+    )
+}
+
+async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>) {
+    let producer = kafka.producer();
+    let partitions = kafka.partitions as usize;
+    for i in range {
+        kafka
+            .send(&producer, Some((i % partitions) as i32), "k", &event(i))
+            .await;
+    }
+}
+
+async fn rows_per_partition(db: &TestDb, partitions: i32) -> Vec<i64> {
+    let client = db.pool.get().await.unwrap();
+    let mut counts = vec![0; partitions as usize];
+    for row in client
+        .query(
+            "SELECT first_partition, count(*) FROM inbox GROUP BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+    {
+        counts[row.get::<_, i32>(0) as usize] = row.get(1);
+    }
+    counts
+}
+
+#[actix_web::test]
+async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(2);
+    let group = unique_name("group");
+    produce(&kafka, 0..3000).await;
+    let mut service = ServiceProcess::spawn(&db, &kafka, &group);
+    wait_for(
+        Duration::from_secs(60),
+        "processing to be under way",
+        || async { (db.scalar("SELECT count(*) FROM history_events").await > 200).then_some(()) },
+    )
+    .await;
+    service.sigterm();
+    assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(0));
+
+    let committed = kafka.committed(&group).await;
+    let processed = rows_per_partition(&db, 2).await;
+    assert_eq!(
+        committed, processed,
+        "committed offsets are exactly the processed records"
+    );
+}
+
+#[actix_web::test]
+async fn kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(4);
+    let group = unique_name("group");
+    let total = 4000;
+    let producing = {
+        let producer = kafka.producer();
+        let topic = kafka.topic.clone();
+        actix_web::rt::spawn(async move {
+            for i in 0..total {
+                let body = event(i);
+                let record = rdkafka::producer::FutureRecord::to(&topic)
+                    .partition((i % 4) as i32)
+                    .key("k")
+                    .payload(&body);
+                producer
+                    .send(record, Duration::from_secs(30))
+                    .await
+                    .map_err(|(e, _)| e)
+                    .unwrap();
+                if i % 100 == 0 {
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                }
+            }
+        })
+    };
+    for cycle in 0..5 {
+        let mut service = ServiceProcess::spawn(&db, &kafka, &group);
+        let pause = Duration::from_millis(700 + rand::random::<u64>() % 2500);
+        tokio::time::sleep(pause).await;
+        service.kill_9();
+        eprintln!(
+            "cycle {cycle}: killed after {pause:?} with {} rows",
+            db.scalar("SELECT count(*) FROM history_events").await
+        );
+    }
+    producing.await.unwrap();
+
+    let service = ServiceProcess::spawn(&db, &kafka, &group);
+    let ends = kafka.ends().await;
+    assert_eq!(ends.iter().sum::<i64>(), total as i64);
+    let reached = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            if kafka.committed(&group).await == ends {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(
+        reached.is_ok(),
+        "committed {:?} never reached {ends:?}; log {:?}",
+        kafka.committed(&group).await,
+        service.log
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM history_events").await,
+        total as i64
+    );
+    assert_eq!(
+        db.scalar("SELECT count(DISTINCT event_id) FROM history_events")
+            .await,
+        total as i64
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM inbox").await, total as i64);
+}
+
+#[actix_web::test]
+async fn two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leave_leaves_nothing_to_replay()
+ {
+    let db = test_database().await;
+    let kafka = TestKafka::start(4);
+    let group = unique_name("group");
+    let mut first = ServiceProcess::spawn(&db, &kafka, &group);
+    let mut second = ServiceProcess::spawn(&db, &kafka, &group);
+    wait_for(
+        Duration::from_secs(60),
+        "both members to own partitions",
+        || async {
+            let (a, b) = (
+                first.owned_partitions().await,
+                second.owned_partitions().await,
+            );
+            (a > 0 && b > 0 && a + b == 4).then_some(())
+        },
+    )
+    .await;
+    produce(&kafka, 0..1000).await;
+
+    first.kill_9();
+    produce(&kafka, 1000..2000).await;
+    wait_for(
+        Duration::from_secs(60),
+        "the survivor to own every partition",
+        || async { (second.owned_partitions().await == 4).then_some(()) },
+    )
+    .await;
+    let ends = kafka.ends().await;
+    let reached = tokio::time::timeout(Duration::from_secs(60), async {
+        while kafka.committed(&group).await != ends {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(reached.is_ok(), "the survivor commits to the end");
+    assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 2000);
+
+    second.sigterm();
+    assert_eq!(second.wait_exit(Duration::from_secs(30)).await, Some(0));
+    assert_eq!(
+        kafka.committed(&group).await,
+        ends,
+        "the graceful leave committed its final watermark"
+    );
+
+    // A new member starts exactly where the last one left off: nothing is replayed.
+    let third = ServiceProcess::spawn(&db, &kafka, &group);
+    wait_for(
+        Duration::from_secs(60),
+        "the new member to own every partition",
+        || async { (third.owned_partitions().await == 4).then_some(()) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = third.get_json("/api/status").await.expect("status");
+    for partition in status["partitions"].as_array().unwrap() {
+        let counts = &partition["actor"]["counts"];
+        assert_eq!(counts["applied"], 0, "{partition}");
+        assert_eq!(
+            counts["already_applied"], 0,
+            "replayed after a graceful leave: {partition}"
+        );
+    }
+}
