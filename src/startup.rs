@@ -69,6 +69,13 @@ impl Application {
     /// subscribes, and binds the admin server. Must run inside an actix system.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
         settings.validate()?;
+        // librdkafka checks every property name and value; do it before touching anything.
+        let host = hostname();
+        let client_id = format!("history-consumer-{host}-{}", std::process::id());
+        let kafka_config = consumer_config(&settings.kafka, &client_id);
+        kafka_config
+            .create_native_config()
+            .map_err(kafka_config_error)?;
         let runtime = &settings.runtime;
         let pool = db::pool(&settings.database_url, runtime.db_pool_size)?;
         let report = db::migrate_pool(&pool).await?;
@@ -92,7 +99,6 @@ impl Application {
             retry: runtime.retry,
             max_payload_bytes: runtime.max_payload_bytes,
         });
-        let host = hostname();
         let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
         let supervisor = Supervisor::new(
             MemberInfo {
@@ -107,7 +113,6 @@ impl Application {
         )
         .start();
 
-        let client_id = format!("history-consumer-{host}-{}", std::process::id());
         let context = HistoryContext {
             topic: settings.kafka.topic.clone(),
             supervisor: supervisor.clone(),
@@ -115,7 +120,7 @@ impl Application {
             metrics: metrics.clone(),
             routes: Mutex::new(Default::default()),
         };
-        let consumer: BaseConsumer<HistoryContext> = consumer_config(&settings.kafka, &client_id)
+        let consumer: BaseConsumer<HistoryContext> = kafka_config
             .create_with_context(context)
             .map_err(kafka_config_error)?;
         consumer

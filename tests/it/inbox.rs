@@ -313,3 +313,33 @@ async fn committing_the_marker_in_its_own_transaction_loses_the_event_forever() 
     // ...and the history row never appears: a marker without a row, the event lost.
     assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 0));
 }
+
+#[tokio::test]
+async fn duplicates_are_classified_by_where_they_were_first_seen_and_by_payload() {
+    use history_consumer::actors::status::DuplicateCause;
+    use history_consumer::inbox::duplicates::classify;
+
+    let db = test_database().await;
+    let mut repo = PgInbox::new(db.pool.clone());
+    process_history_once(&mut repo, &event_900(), AT_7).await;
+
+    assert_eq!(
+        classify(&db.pool, &event_900(), AT_7).await.unwrap(),
+        DuplicateCause::Redelivery,
+        "same partition and offset: the consumer replayed it"
+    );
+    assert_eq!(
+        classify(&db.pool, &event_900(), AT_8).await.unwrap(),
+        DuplicateCause::Republish,
+        "another offset, same payload: the outbox published twice"
+    );
+    let mut changed = event_900();
+    changed.to_status = "closed".into();
+    assert_eq!(
+        classify(&db.pool, &changed, AT_8).await.unwrap(),
+        DuplicateCause::Conflicting,
+        "another offset, another payload: a producer bug"
+    );
+    // Classifying never changes what is stored.
+    assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 1));
+}

@@ -302,3 +302,56 @@ async fn two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leav
         );
     }
 }
+
+#[test]
+fn bad_configuration_fails_at_start_naming_the_key() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "--drain-timeout-ms",
+                "9000",
+                "--kafka-option",
+                "session.timeout.ms=6000",
+            ],
+            "--drain-timeout-ms",
+        ),
+        (
+            &["--kafka-option", "enable.auto.commit=true"],
+            "enable.auto.commit",
+        ),
+        (&["--admin-addr", "not-an-address"], "--admin-addr"),
+    ];
+    for (args, key) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_history-consumer"))
+            .args([
+                "run",
+                "--database-url",
+                "postgres://nobody@127.0.0.1:1/none",
+            ])
+            .args(args)
+            .output()
+            .expect("run the binary");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} must fail");
+        assert!(stderr.contains(key), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_unknown_librdkafka_property_fails_at_start_naming_it() {
+    let output = Command::new(env!("CARGO_BIN_EXE_history-consumer"))
+        .args([
+            "run",
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/none",
+        ])
+        .args(["--kafka-option", "no.such.property=1"])
+        .output()
+        .expect("run the binary");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("--kafka-option no.such.property"),
+        "{stderr}"
+    );
+}
