@@ -2,6 +2,7 @@
 
 pub mod event;
 pub mod outcome;
+pub mod story;
 
 pub use event::{MAX_EVENT_ID_CHARS, RejectReason, Rejection, TicketEvent};
 pub use outcome::Outcome;

@@ -115,9 +115,8 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
     use std::sync::Arc;
 
-    use chrono::{TimeZone, Utc};
-
     use super::*;
+    use crate::domain::story::{event_900, event_901};
 
     /// An injected error with an identity, so tests can prove the very value came back.
     #[derive(Debug, Clone)]
@@ -206,26 +205,6 @@ mod tests {
             self.staged_marker = None;
             self.staged_history = None;
             self.fail_rollback.clone().map_or(Ok(()), Err)
-        }
-    }
-
-    fn event_900() -> TicketEvent {
-        TicketEvent {
-            event_id: "event-ticket-900".into(),
-            ticket_id: "ticket-42".into(),
-            from_status: "open".into(),
-            to_status: "resolved".into(),
-            changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 0, 0).unwrap(),
-        }
-    }
-
-    fn event_901() -> TicketEvent {
-        TicketEvent {
-            event_id: "event-ticket-901".into(),
-            ticket_id: "ticket-42".into(),
-            from_status: "resolved".into(),
-            to_status: "closed".into(),
-            changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 1, 0).unwrap(),
         }
     }
 

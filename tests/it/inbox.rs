@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
+use chrono::Utc;
+use history_consumer::domain::story::{event_900, event_901};
 use history_consumer::domain::{Outcome, TicketEvent};
 use history_consumer::inbox::{
     InboxRepository, Origin, PgInbox, PgInboxError, process_history_once,
@@ -10,26 +11,6 @@ use history_consumer::inbox::{
 use tokio::sync::oneshot;
 
 use crate::helpers::{TestDb, test_database, test_database_with, wait_for};
-
-pub fn event_900() -> TicketEvent {
-    TicketEvent {
-        event_id: "event-ticket-900".into(),
-        ticket_id: "ticket-42".into(),
-        from_status: "open".into(),
-        to_status: "resolved".into(),
-        changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 0, 0).unwrap(),
-    }
-}
-
-pub fn event_901() -> TicketEvent {
-    TicketEvent {
-        event_id: "event-ticket-901".into(),
-        ticket_id: "ticket-42".into(),
-        from_status: "resolved".into(),
-        to_status: "closed".into(),
-        changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 1, 0).unwrap(),
-    }
-}
 
 const AT_7: Origin = Origin {
     partition: 0,

@@ -133,3 +133,14 @@ pub fn payload(event_id: &str, ticket_id: &str, from: &str, to: &str, changed_at
     .to_string()
     .into_bytes()
 }
+
+/// A distinct valid event number `i` (tickets cycle so that each has several events).
+pub fn numbered_event(i: usize) -> Vec<u8> {
+    payload(
+        &format!("event-{i}"),
+        &format!("ticket-{}", i % 13),
+        "open",
+        "resolved",
+        "2026-10-03T08:00:00Z",
+    )
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::helpers::{TestDb, test_database, unique_name, wait_for};
-use crate::kafka::{TestKafka, payload};
+use crate::kafka::{TestKafka, numbered_event};
 
 /// A running `history-consumer run` process.
 pub struct ServiceProcess {
@@ -106,22 +106,17 @@ impl Drop for ServiceProcess {
     }
 }
 
-fn event(i: usize) -> Vec<u8> {
-    payload(
-        &format!("event-{i}"),
-        &format!("ticket-{}", i % 13),
-        "open",
-        "resolved",
-        "2026-10-03T08:00:00Z",
-    )
-}
-
 async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>) {
     let producer = kafka.producer();
     let partitions = kafka.partitions as usize;
     for i in range {
         kafka
-            .send(&producer, Some((i % partitions) as i32), "k", &event(i))
+            .send(
+                &producer,
+                Some((i % partitions) as i32),
+                "k",
+                &numbered_event(i),
+            )
             .await;
     }
 }
@@ -177,7 +172,7 @@ async fn kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice() {
         let topic = kafka.topic.clone();
         actix_web::rt::spawn(async move {
             for i in 0..total {
-                let body = event(i);
+                let body = numbered_event(i);
                 let record = rdkafka::producer::FutureRecord::to(&topic)
                     .partition((i % 4) as i32)
                     .key("k")

@@ -10,17 +10,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 
 use crate::app::{spawn_app, spawn_app_with, test_settings};
 use crate::helpers::{test_database, unique_name, wait_for};
-use crate::kafka::{TestKafka, payload};
-
-fn event(i: usize) -> Vec<u8> {
-    payload(
-        &format!("event-{i}"),
-        &format!("ticket-{}", i % 7),
-        "open",
-        "resolved",
-        "2026-10-03T08:00:00Z",
-    )
-}
+use crate::kafka::{TestKafka, numbered_event};
 
 #[actix_web::test]
 async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
@@ -36,13 +26,13 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
     app.wait_assigned(1).await;
     let producer = kafka.producer();
     for i in 0..50 {
-        kafka.send(&producer, None, "k", &event(i)).await;
+        kafka.send(&producer, None, "k", &numbered_event(i)).await;
     }
     app.wait_committed(&kafka, &[50]).await;
 
     cluster.stop().expect("stop postgres");
     for i in 50..250 {
-        kafka.send(&producer, None, "k", &event(i)).await;
+        kafka.send(&producer, None, "k", &numbered_event(i)).await;
     }
     // The backlog fills to its bound and the partition stops taking records.
     let view = wait_for(
@@ -129,7 +119,7 @@ async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
         for (batch, commit) in [(0, true), (1, false), (2, true)] {
             producer.begin_transaction().expect("begin");
             for i in 0..5 {
-                let body = event(batch * 100 + i);
+                let body = numbered_event(batch * 100 + i);
                 producer
                     .send(BaseRecord::to(&topic).key("k").payload(&body))
                     .expect("enqueue");
@@ -167,7 +157,7 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
     let producer = kafka.producer();
     for i in 0..20 {
         kafka
-            .send(&producer, Some((i % 2) as i32), "k", &event(i))
+            .send(&producer, Some((i % 2) as i32), "k", &numbered_event(i))
             .await;
     }
     app.wait_committed(&kafka, &[10, 10]).await;
@@ -178,7 +168,7 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
 
     for i in 20..40 {
         kafka
-            .send(&producer, Some((i % 2) as i32), "k", &event(i))
+            .send(&producer, Some((i % 2) as i32), "k", &numbered_event(i))
             .await;
     }
     app.wait_committed(&kafka, &[20, 20]).await;
@@ -204,7 +194,7 @@ async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event
     let producer = kafka.producer();
     for i in 0..400 {
         kafka
-            .send(&producer, Some((i % 4) as i32), "k", &event(i))
+            .send(&producer, Some((i % 4) as i32), "k", &numbered_event(i))
             .await;
     }
     // A second member joins mid-stream: everything is revoked and reassigned.
@@ -213,7 +203,7 @@ async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event
     let two = spawn_app_with(second).await;
     for i in 400..800 {
         kafka
-            .send(&producer, Some((i % 4) as i32), "k", &event(i))
+            .send(&producer, Some((i % 4) as i32), "k", &numbered_event(i))
             .await;
     }
     wait_for(
