@@ -60,10 +60,35 @@ pub struct Executed {
     pub elapsed: Duration,
 }
 
-/// Executes `work` once. Never fails: failures are the `Unknown` outcome.
+/// The longest one unit of work may take before it counts as `Unknown` (a stalled server or a
+/// half-open connection would otherwise hold the partition forever).
+const WORK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Executes `work` once. Never fails: failures, including a timeout, are the `Unknown` outcome.
 pub async fn execute(pool: Pool, work: Work) -> Executed {
     let started = Instant::now();
-    let (outcome, error, duplicate) = match &work {
+    let (outcome, error, duplicate) =
+        match tokio::time::timeout(WORK_TIMEOUT, run(pool, &work)).await {
+            Ok(result) => result,
+            Err(_) => (
+                Outcome::Unknown,
+                Some(format!(
+                    "database work timed out after {} s",
+                    WORK_TIMEOUT.as_secs()
+                )),
+                None,
+            ),
+        };
+    Executed {
+        outcome,
+        error,
+        duplicate,
+        elapsed: started.elapsed(),
+    }
+}
+
+async fn run(pool: Pool, work: &Work) -> (Outcome, Option<String>, Option<DuplicateCause>) {
+    match work {
         Work::Event { event, origin } => {
             let mut repo = PgInbox::new(pool.clone());
             match process_history_once(&mut repo, event, *origin).await {

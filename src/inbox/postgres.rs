@@ -57,6 +57,17 @@ impl PgInbox {
     }
 }
 
+impl Drop for PgInbox {
+    fn drop(&mut self) {
+        // Dropped with a transaction open (its future was cancelled: a drain deadline, a
+        // timeout): the session must never reach the pool, or the next user would run inside
+        // this stale transaction and could see its uncommitted marker as "already applied".
+        if let Some(connection) = self.open.take() {
+            drop(Object::take(connection));
+        }
+    }
+}
+
 impl InboxRepository for PgInbox {
     type Error = PgInboxError;
 

@@ -324,3 +324,24 @@ async fn duplicates_are_classified_by_where_they_were_first_seen_and_by_payload(
     // Classifying never changes what is stored.
     assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 1));
 }
+
+#[tokio::test]
+async fn a_repository_dropped_mid_transaction_never_hands_its_transaction_to_the_next_user() {
+    let db = test_database_with(1).await;
+    {
+        let mut cancelled = PgInbox::new(db.pool.clone());
+        cancelled.begin().await.unwrap();
+        assert!(cancelled.try_inbox("event-ticket-900", AT_7).await.unwrap());
+        // Dropped here, as when the future running it is cancelled.
+    }
+    // The only pooled connection must not carry the open transaction with its marker.
+    let mut repo = PgInbox::new(db.pool.clone());
+    let processed = process_history_once(&mut repo, &event_900(), AT_7).await;
+    assert_eq!(
+        processed.outcome(),
+        Outcome::Applied,
+        "{:?}",
+        processed.error()
+    );
+    assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 1));
+}
