@@ -112,12 +112,6 @@ async fn run(pool: Pool, work: &Work) -> (Outcome, Option<String>, Option<Duplic
                 None,
             ),
         },
-    };
-    Executed {
-        outcome,
-        error,
-        duplicate,
-        elapsed: started.elapsed(),
     }
 }
 
