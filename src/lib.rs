@@ -5,10 +5,15 @@
 //! - [`domain`]: the event (parsing, validation) and the outcome of processing one; no I/O.
 //! - [`inbox`]: `process_history_once` over a repository trait (SPEC §4), the PostgreSQL
 //!   repository (SPEC §3) and the migrations.
-//! - [`db`]: connection pools to the service's database.
-//! - [`pg_cluster`]: a throwaway PostgreSQL server for tests, `demo` and `bench`.
 //! - [`watermark`]: the contiguous-resolved watermark per partition (SPEC §5); no I/O.
 //! - [`backoff`]: capped exponential backoff with jitter; no I/O.
+//! - [`actors`]: supervisor, partition actors and the checkpoint, their messages and status.
+//! - [`kafka`]: client configuration, the consumer context and the driver thread.
+//! - [`dead_letters`]: storing records that can never succeed.
+//! - [`admin`]: the HTTP server (health, JSON status, metrics); [`metrics`]: the registry.
+//! - [`config`]: the command line and the checked settings; [`startup`]: the wiring.
+//! - [`db`]: connection pools to the service's database.
+//! - [`pg_cluster`]: a throwaway PostgreSQL server for tests, `demo` and `bench`.
 //! - [`error_text`]: one-line rendering of an error with its causes.
 
 pub mod actors;
