@@ -86,6 +86,21 @@ impl Watermark {
         self.highest
     }
 
+    /// Steps over offsets that hold no record for us (transaction markers, aborted records):
+    /// the consumer's position is `next_position` and the last record it delivered was
+    /// `last_delivered`. Accepted only when that record was already reported, so no delivered
+    /// record can be skipped; then the gap counts as resolved. Returns whether it moved.
+    ///
+    /// Without this, a partition ending in a transaction marker would never commit its end.
+    pub fn skip_gap(&mut self, last_delivered: i64, next_position: i64) -> bool {
+        if self.highest != Some(last_delivered) || next_position <= last_delivered.saturating_add(1)
+        {
+            return false;
+        }
+        self.highest = Some(next_position - 1);
+        true
+    }
+
     /// Number of per-record entries held, to check that memory follows unresolved records.
     #[cfg(test)]
     fn tracked_entries(&self) -> usize {
@@ -104,6 +119,40 @@ mod tests {
             assert!(watermark.report(offset, resolved));
         }
         watermark
+    }
+
+    #[test]
+    fn a_trailing_transaction_marker_is_stepped_over_once_the_last_record_is_reported() {
+        let mut w = Watermark::new();
+        w.report(10, true);
+        w.report(11, true);
+        // Offset 12 is a commit marker: the consumer's position is 13.
+        assert!(w.skip_gap(11, 13));
+        assert_eq!(w.position(), Some(13));
+        // The next record continues from there.
+        assert!(w.report(13, true));
+        assert_eq!(w.position(), Some(14));
+    }
+
+    #[test]
+    fn a_gap_is_not_skipped_while_a_delivered_record_is_unreported() {
+        let mut w = Watermark::new();
+        w.report(10, true);
+        // Record 11 was delivered but not reported yet (in flight).
+        assert!(!w.skip_gap(11, 13));
+        assert_eq!(w.position(), Some(11));
+        assert!(!w.skip_gap(10, 11), "no gap to skip");
+    }
+
+    #[test]
+    fn a_skipped_gap_after_an_unresolved_record_waits_for_it() {
+        let mut w = Watermark::new();
+        w.report(10, true);
+        w.report(11, false);
+        assert!(w.skip_gap(11, 13));
+        assert_eq!(w.position(), Some(11), "the Unknown record still blocks");
+        w.resolve(11);
+        assert_eq!(w.position(), Some(13));
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use super::messages::{
-    BacklogResolved, CommitCompleted, CommitTick, GetCheckpointStatus, OutcomeReported,
-    ReleasePartitions, TrackPartitions,
+    BacklogResolved, CommitCompleted, CommitTick, GapObserved, GetCheckpointStatus,
+    OutcomeReported, ReleasePartitions, TrackPartitions,
 };
 use super::status::CheckpointStatus;
 use crate::kafka::DriverCommand;
@@ -90,6 +90,18 @@ impl Handler<BacklogResolved> for Checkpoint {
         if let Some(tracked) = self.partitions.get_mut(&msg.partition) {
             tracked.watermark.resolve(msg.offset);
             self.publish(msg.partition);
+        }
+    }
+}
+
+impl Handler<GapObserved> for Checkpoint {
+    type Result = ();
+
+    fn handle(&mut self, msg: GapObserved, _ctx: &mut Context<Self>) {
+        if let Some(tracked) = self.partitions.get_mut(&msg.partition) {
+            if tracked.watermark.skip_gap(msg.last_delivered, msg.position) {
+                self.publish(msg.partition);
+            }
         }
     }
 }

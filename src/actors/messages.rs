@@ -79,6 +79,16 @@ pub struct BacklogResolved {
     pub offset: i64,
 }
 
+/// The consumer's position is past offsets that hold no record (transaction markers, aborted
+/// records) after the last record the driver delivered.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub struct GapObserved {
+    pub partition: i32,
+    pub last_delivered: i64,
+    pub position: i64,
+}
+
 /// The checkpoint starts a fresh watermark for these partitions.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -25,6 +25,8 @@ pub struct Route {
     pub route: PartitionRoute,
     pub stash: VecDeque<OwnedMessage>,
     pub paused: bool,
+    /// The offset of the last record polled for this partition.
+    pub last_seen: Option<i64>,
 }
 
 /// The context of the group member.
@@ -61,6 +63,7 @@ impl HistoryContext {
                     route,
                     stash: VecDeque::new(),
                     paused: false,
+                    last_seen: None,
                 },
             );
         }

@@ -14,9 +14,11 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::context::{HistoryContext, Route};
-use crate::actors::messages::{CommitCompleted, DriverStopped, Record};
+use crate::actors::messages::{CommitCompleted, DriverStopped, GapObserved, Record};
 
 const POLL_TIMEOUT: Duration = Duration::from_millis(50);
+/// How often the consumer's position is compared with the last delivered records.
+const GAP_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What the actors ask of the driver thread.
 #[derive(Debug)]
@@ -56,6 +58,7 @@ fn drive(
 ) -> Result<(), String> {
     let context = consumer.context();
     let mut closing_since: Option<Instant> = None;
+    let mut gaps_checked = Instant::now();
     loop {
         for command in commands.try_iter() {
             match command {
@@ -73,6 +76,10 @@ fn drive(
             &mut context.routes.lock().expect("routes lock"),
             capacity,
         );
+        if gaps_checked.elapsed() >= GAP_CHECK_INTERVAL {
+            gaps_checked = Instant::now();
+            report_gaps(consumer);
+        }
         if let Some(since) = closing_since {
             let drained = context.routes.lock().expect("routes lock").is_empty();
             if drained || since.elapsed() > shutdown_deadline {
@@ -130,6 +137,34 @@ fn feed_stashed(
         }
         if route.paused && route.stash.is_empty() {
             route.paused = !set_paused(consumer, topic, *partition, false);
+        }
+    }
+}
+
+/// Tells the checkpoint where the consumer's position has stepped over offsets that hold no
+/// record (a transaction's commit marker after the last record, aborted records): only this
+/// thread sees both the position and the last delivered record, so the two are consistent.
+fn report_gaps(consumer: &BaseConsumer<HistoryContext>) {
+    let context = consumer.context();
+    let Ok(positions) = consumer.position() else {
+        return;
+    };
+    let routes = context.routes.lock().expect("routes lock");
+    for (partition, route) in routes.iter() {
+        let (Some(last_delivered), true) = (route.last_seen, route.stash.is_empty()) else {
+            continue;
+        };
+        let position = positions
+            .find_partition(&context.topic, *partition)
+            .map(|e| e.offset());
+        if let Some(Offset::Offset(position)) = position {
+            if position > last_delivered + 1 {
+                context.checkpoint.do_send(GapObserved {
+                    partition: *partition,
+                    last_delivered,
+                    position,
+                });
+            }
         }
     }
 }
