@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::backoff::Backoff;
+use crate::stuck::StuckRules;
 
 /// Consumes ticket status events from Kafka into an exactly-one-row-per-event PostgreSQL
 /// projection through a transactional inbox.
@@ -28,6 +29,33 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Apply pending database migrations and exit.
     Migrate(MigrateArgs),
+    /// Show the whole product with nothing running: an embedded Kafka, a throwaway PostgreSQL,
+    /// the consumer with its admin UI, and traffic with duplicates, malformed records and
+    /// database outages.
+    Demo(DemoArgs),
+}
+
+/// Options of `demo`; with none, it runs until Ctrl-C.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Stop by itself after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: Option<u64>,
+    /// Events per second the traffic generator publishes.
+    #[arg(long, value_name = "EVENTS", default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub rate: u32,
+    /// Use this existing PostgreSQL database instead of a throwaway cluster (then without
+    /// database hiccups), e.g. postgres://user:pw@host/history.
+    #[arg(long, env = "HISTORY_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Address of the admin UI, /metrics and the health endpoints.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub admin_addr: SocketAddr,
+    /// Seconds between scripted database outages of the throwaway cluster (the first comes
+    /// after 8 s of traffic; at least 8 apart; 0 turns them off).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub hiccup_every: u64,
 }
 
 /// Where the Kafka topic is and which consumer group to join.
@@ -99,6 +127,13 @@ pub struct TuningArgs {
     /// Records queued per partition between the Kafka driver and the partition actor.
     #[arg(long, env = "HISTORY_PARTITION_QUEUE", default_value_t = 256)]
     pub partition_queue: usize,
+    /// A partition whose oldest Unknown record is older than this (seconds) is stuck.
+    #[arg(long, env = "HISTORY_STUCK_UNKNOWN_SECS", default_value_t = 60)]
+    pub stuck_unknown_secs: u64,
+    /// A partition whose watermark has not moved for this long (seconds) while records wait
+    /// is stuck.
+    #[arg(long, env = "HISTORY_STALL_SECS", default_value_t = 120)]
+    pub stall_secs: u64,
 }
 
 fn parse_kafka_option(text: &str) -> Result<(String, String), String> {
@@ -189,6 +224,7 @@ pub struct RuntimeSettings {
     pub db_pool_size: usize,
     pub max_payload_bytes: usize,
     pub partition_queue: usize,
+    pub stuck: StuckRules,
 }
 
 impl Default for RuntimeSettings {
@@ -204,6 +240,7 @@ impl Default for RuntimeSettings {
             db_pool_size: 16,
             max_payload_bytes: 256 * 1024,
             partition_queue: 256,
+            stuck: StuckRules::default(),
         }
     }
 }
@@ -235,6 +272,10 @@ impl Settings {
                 db_pool_size: tuning.db_pool_size,
                 max_payload_bytes: tuning.max_payload_bytes,
                 partition_queue: tuning.partition_queue,
+                stuck: StuckRules {
+                    unknown_age: Duration::from_secs(tuning.stuck_unknown_secs),
+                    stall: Duration::from_secs(tuning.stall_secs),
+                },
             },
         };
         settings.validate()?;
@@ -324,6 +365,18 @@ impl Settings {
         if rt.db_pool_size == 0 {
             return Err(ConfigError::new(
                 "--db-pool-size / HISTORY_DB_POOL_SIZE",
+                "must be at least 1",
+            ));
+        }
+        if rt.stuck.unknown_age.is_zero() {
+            return Err(ConfigError::new(
+                "--stuck-unknown-secs / HISTORY_STUCK_UNKNOWN_SECS",
+                "must be at least 1",
+            ));
+        }
+        if rt.stuck.stall.is_zero() {
+            return Err(ConfigError::new(
+                "--stall-secs / HISTORY_STALL_SECS",
                 "must be at least 1",
             ));
         }

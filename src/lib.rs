@@ -7,11 +7,13 @@
 //!   repository (SPEC §3) and the migrations.
 //! - [`watermark`]: the contiguous-resolved watermark per partition (SPEC §5); no I/O.
 //! - [`backoff`]: capped exponential backoff with jitter; no I/O.
+//! - [`stuck`]: when a partition counts as stuck (Burrow's rules); no I/O.
 //! - [`actors`]: supervisor, partition actors and the checkpoint, their messages and status.
 //! - [`kafka`]: client configuration, the consumer context and the driver thread.
 //! - [`dead_letters`]: storing records that can never succeed.
 //! - [`admin`]: the HTTP server (health, JSON status, metrics); [`metrics`]: the registry.
 //! - [`config`]: the command line and the checked settings; [`startup`]: the wiring.
+//! - [`demo`]: `history-consumer demo`, the whole product with an embedded Kafka and traffic.
 //! - [`db`]: connection pools to the service's database.
 //! - [`pg_cluster`]: a throwaway PostgreSQL server for tests, `demo` and `bench`.
 //! - [`error_text`]: one-line rendering of an error with its causes.
@@ -22,6 +24,7 @@ pub mod backoff;
 pub mod config;
 pub mod db;
 pub mod dead_letters;
+pub mod demo;
 pub mod domain;
 pub mod error_text;
 pub mod inbox;
@@ -29,4 +32,5 @@ pub mod kafka;
 pub mod metrics;
 pub mod pg_cluster;
 pub mod startup;
+pub mod stuck;
 pub mod watermark;

@@ -23,6 +23,7 @@ fn main() -> anyhow::Result<()> {
                     .run_until_stopped()
                     .await?;
             }
+            Command::Demo(args) => history_consumer::demo::run(args).await?,
             Command::Migrate(args) => {
                 let pool = history_consumer::db::pool(&args.database_url, 1)?;
                 let report = history_consumer::db::migrate_pool(&pool).await?;

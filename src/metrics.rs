@@ -25,6 +25,8 @@ struct Families {
     high_watermark: IntGaugeVec,
     lag: IntGaugeVec,
     fetch_paused: IntGaugeVec,
+    stuck: IntGaugeVec,
+    lag_seconds: prometheus::GaugeVec,
     transaction: HistogramVec,
     commits: IntCounterVec,
     rebalances: IntCounterVec,
@@ -120,6 +122,21 @@ impl Metrics {
             fetch_paused: gauge(
                 "history_partition_fetch_paused",
                 "1 while fetching the partition is paused because its queue is full.",
+            ),
+            stuck: gauge(
+                "history_partition_stuck",
+                "1 while the partition is stuck (old Unknown record, or watermark stalled with lag).",
+            ),
+            lag_seconds: register(
+                r,
+                prometheus::GaugeVec::new(
+                    Opts::new(
+                        "history_lag_seconds",
+                        "Age of the newest record taken up while records wait (0 when caught up).",
+                    ),
+                    &["partition"],
+                )
+                .expect("valid metric"),
             ),
             transaction: register(
                 r,
@@ -246,6 +263,18 @@ impl Metrics {
             .fetch_paused
             .with_label_values(&[&partition.to_string()])
             .set(i64::from(paused));
+    }
+
+    pub fn set_partition_health(&self, partition: i32, stuck: bool, lag_seconds: f64) {
+        let p = partition.to_string();
+        self.families
+            .stuck
+            .with_label_values(&[&p])
+            .set(i64::from(stuck));
+        self.families
+            .lag_seconds
+            .with_label_values(&[&p])
+            .set(lag_seconds);
     }
 
     pub fn observe_commit(&self, ok: bool) {

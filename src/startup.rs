@@ -9,10 +9,12 @@ use actix::prelude::*;
 use deadpool_postgres::Pool;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
+use crate::actors::Monitor;
 use crate::actors::messages::Shutdown;
 use crate::actors::partition::PartitionDeps;
 use crate::actors::supervisor::MemberInfo;
 use crate::actors::{Checkpoint, Supervisor};
+use crate::admin::auth::Auth;
 use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
 use crate::db::{self, DbError};
@@ -136,11 +138,13 @@ impl Application {
             addr: settings.admin_addr,
             source,
         })?;
+        let monitor = Monitor::new(supervisor.clone(), metrics.clone(), runtime.stuck).start();
         let state = AdminState {
             supervisor: supervisor.clone(),
+            monitor,
             pool: pool.clone(),
             metrics: metrics.clone(),
-            admin_token: settings.admin_token.clone(),
+            auth: Auth::new(settings.admin_token.clone()),
         };
         let server = admin::server(listener, state).map_err(|source| StartupError::Bind {
             addr: settings.admin_addr,

@@ -6,11 +6,13 @@
 
 pub mod checkpoint;
 pub mod messages;
+pub mod monitor;
 pub mod partition;
 pub mod status;
 pub mod supervisor;
 mod work;
 
 pub use checkpoint::Checkpoint;
+pub use monitor::Monitor;
 pub use partition::PartitionActor;
 pub use supervisor::Supervisor;

@@ -1,6 +1,14 @@
-//! The admin HTTP server: health endpoints, the JSON status API and the Prometheus exporter.
+//! The admin HTTP server: the operator's pages, the JSON API mirroring them, operator actions,
+//! `/metrics`, and the health endpoints.
+//!
+//! Layout: [`routes`] (handlers), [`pages`] (view models and templates), [`queries`] (database
+//! reads and the audit trail), [`auth`] (token, sessions, CSRF), [`sparkline`] (trend SVG).
 
+pub mod auth;
+pub mod pages;
+pub mod queries;
 mod routes;
+pub mod sparkline;
 
 use std::net::TcpListener;
 
@@ -8,16 +16,16 @@ use actix::Addr;
 use actix_web::{App, HttpServer, web};
 use deadpool_postgres::Pool;
 
-use crate::actors::Supervisor;
+use crate::actors::{Monitor, Supervisor};
 use crate::metrics::Metrics;
 
 /// What the handlers share.
-#[derive(Clone)]
 pub struct AdminState {
     pub supervisor: Addr<Supervisor>,
+    pub monitor: Addr<Monitor>,
     pub pool: Pool,
     pub metrics: Metrics,
-    pub admin_token: Option<String>,
+    pub auth: auth::Auth,
 }
 
 /// Builds the server on an already bound listener (port 0 works for tests).
@@ -26,6 +34,7 @@ pub fn server(listener: TcpListener, state: AdminState) -> std::io::Result<actix
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(web::FormConfig::default().limit(16 * 1024))
             .configure(routes::configure)
     })
     .workers(1)

@@ -8,14 +8,14 @@ use std::sync::Mutex;
 
 use actix::Addr;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::error::KafkaError;
 use rdkafka::message::OwnedMessage;
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use crate::actors::messages::{
-    CommitCompleted, GroupJoined, ObservedOffsets, OffsetsObserved, PartitionRoute,
-    PartitionsAssigned, PartitionsRevoked,
+    GroupJoined, ObservedOffsets, OffsetsObserved, PartitionRoute, PartitionsAssigned,
+    PartitionsRevoked,
 };
 use crate::actors::{Checkpoint, Supervisor};
 use crate::metrics::Metrics;
@@ -150,21 +150,6 @@ impl ConsumerContext for HistoryContext {
         if let Some(member_id) = member_id(consumer) {
             self.supervisor.do_send(GroupJoined { member_id });
         }
-    }
-
-    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-        let offsets = offsets
-            .elements()
-            .iter()
-            .filter_map(|e| match e.offset() {
-                Offset::Offset(offset) if e.topic() == self.topic => Some((e.partition(), offset)),
-                _ => None,
-            })
-            .collect();
-        self.checkpoint.do_send(CommitCompleted {
-            offsets,
-            error: result.err().map(|e| e.to_string()),
-        });
     }
 }
 

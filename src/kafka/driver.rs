@@ -56,13 +56,36 @@ fn drive(
     capacity: usize,
     shutdown_deadline: Duration,
 ) -> Result<(), String> {
+    // librdkafka reports no result for a manual asynchronous commit (rust-rdkafka sets no
+    // offset_commit_cb), so commits are synchronous, on a thread of their own: a slow broker
+    // never stops this thread from routing records and serving rebalances.
+    std::thread::scope(|scope| {
+        let (jobs, pending_jobs) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("kafka-committer".into())
+            .spawn_scoped(scope, move || committer(consumer, pending_jobs))
+            .map_err(|e| format!("could not start the committer thread: {e}"))?;
+        poll_loop(consumer, commands, &jobs, capacity, shutdown_deadline);
+        Ok(())
+    })
+}
+
+fn poll_loop(
+    consumer: &BaseConsumer<HistoryContext>,
+    commands: &Receiver<DriverCommand>,
+    jobs: &std::sync::mpsc::Sender<Vec<(i32, i64)>>,
+    capacity: usize,
+    shutdown_deadline: Duration,
+) {
     let context = consumer.context();
     let mut closing_since: Option<Instant> = None;
     let mut gaps_checked = Instant::now();
     loop {
         for command in commands.try_iter() {
             match command {
-                DriverCommand::Commit(offsets) => commit(consumer, offsets),
+                DriverCommand::Commit(offsets) => {
+                    let _ = jobs.send(offsets);
+                }
                 DriverCommand::Shutdown => {
                     if closing_since.is_none() {
                         closing_since = Some(Instant::now());
@@ -83,7 +106,7 @@ fn drive(
         if let Some(since) = closing_since {
             let drained = context.routes.lock().expect("routes lock").is_empty();
             if drained || since.elapsed() > shutdown_deadline {
-                return Ok(());
+                return;
             }
         }
         match consumer.poll(POLL_TIMEOUT) {
@@ -94,6 +117,39 @@ fn drive(
             }
             None => {}
         }
+    }
+}
+
+/// Commits positions for partitions still assigned, newest job per partition first, and
+/// reports each result to the checkpoint. Ends when the poll loop drops its sender.
+fn committer(consumer: &BaseConsumer<HistoryContext>, jobs: Receiver<Vec<(i32, i64)>>) {
+    let context = consumer.context();
+    while let Ok(first) = jobs.recv() {
+        // Jobs that queued up while the broker was slow: only the newest position matters.
+        let mut latest: BTreeMap<i32, i64> = BTreeMap::new();
+        for (partition, offset) in std::iter::once(first).chain(jobs.try_iter()).flatten() {
+            let entry = latest.entry(partition).or_insert(offset);
+            *entry = (*entry).max(offset);
+        }
+        let owned: Vec<(i32, i64)> = {
+            let routes = context.routes.lock().expect("routes lock");
+            latest
+                .into_iter()
+                .filter(|(p, _)| routes.contains_key(p))
+                .collect()
+        };
+        if owned.is_empty() {
+            continue;
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (partition, offset) in &owned {
+            let _ = tpl.add_partition_offset(&context.topic, *partition, Offset::Offset(*offset));
+        }
+        let result = consumer.commit(&tpl, CommitMode::Sync);
+        context.checkpoint.do_send(CommitCompleted {
+            offsets: owned,
+            error: result.err().map(|e| e.to_string()),
+        });
     }
 }
 
@@ -196,30 +252,5 @@ fn set_paused(
             tracing::warn!(partition, pause, error = %error, "could not change the partition's fetch state");
             false
         }
-    }
-}
-
-fn commit(consumer: &BaseConsumer<HistoryContext>, offsets: Vec<(i32, i64)>) {
-    let context = consumer.context();
-    let owned: Vec<(i32, i64)> = {
-        let routes = context.routes.lock().expect("routes lock");
-        offsets
-            .into_iter()
-            .filter(|(p, _)| routes.contains_key(p))
-            .collect()
-    };
-    if owned.is_empty() {
-        return;
-    }
-    let mut tpl = TopicPartitionList::new();
-    for (partition, offset) in &owned {
-        let _ = tpl.add_partition_offset(&context.topic, *partition, Offset::Offset(*offset));
-    }
-    // The result arrives through the context's commit callback.
-    if let Err(error) = consumer.commit(&tpl, CommitMode::Async) {
-        context.checkpoint.do_send(CommitCompleted {
-            offsets: owned,
-            error: Some(error.to_string()),
-        });
     }
 }

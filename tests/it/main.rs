@@ -1,9 +1,13 @@
 //! Integration tests: one binary, real PostgreSQL and Kafka's real protocol (the librdkafka
 //! mock cluster), records produced by a real producer.
 
+mod admin;
 mod app;
+mod batch;
 mod consumer;
+mod demo;
 mod helpers;
+mod http;
 mod inbox;
 mod kafka;
 mod migrations;

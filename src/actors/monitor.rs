@@ -1,0 +1,268 @@
+//! The monitor: samples the service's status every second, decides which partitions are
+//! stuck (see [`crate::stuck`]), keeps a few minutes of lag and throughput per partition for
+//! the overview's trend lines, and publishes the derived metrics.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::messages::GetStatus;
+use super::status::{PartitionState, PartitionView, ServiceStatus};
+use super::supervisor::Supervisor;
+use crate::metrics::Metrics;
+use crate::stuck::{StuckReason, StuckRules, evaluate};
+
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+const TREND_EVERY: Duration = Duration::from_secs(5);
+/// Ten minutes of trend points.
+const TREND_POINTS: usize = 120;
+
+/// What an operator is told a partition is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DisplayState {
+    Running,
+    Retrying,
+    Paused,
+    Stuck,
+    Draining,
+}
+
+impl DisplayState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisplayState::Running => "running",
+            DisplayState::Retrying => "retrying",
+            DisplayState::Paused => "paused",
+            DisplayState::Stuck => "stuck",
+            DisplayState::Draining => "draining",
+        }
+    }
+}
+
+/// One point of a partition's trend.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TrendPoint {
+    pub at: DateTime<Utc>,
+    pub lag: i64,
+    /// Records resolved per second since the previous point.
+    pub per_second: f64,
+}
+
+/// A partition with everything derived from its snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartitionSummary {
+    #[serde(flatten)]
+    pub view: PartitionView,
+    pub state: DisplayState,
+    /// Why the state is what it is, in words (for paused and stuck).
+    pub state_reason: Option<String>,
+    pub stuck: Option<StuckReason>,
+    pub lag: Option<i64>,
+    pub lag_seconds: Option<f64>,
+    pub oldest_unknown_seconds: Option<f64>,
+    pub trend: Vec<TrendPoint>,
+}
+
+/// The service with its partitions, stuck ones first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Overview {
+    pub group: String,
+    pub topic: String,
+    pub member_id: Option<String>,
+    pub host: String,
+    pub started_at: DateTime<Utc>,
+    pub uptime_seconds: u64,
+    pub shutting_down: bool,
+    pub partitions: Vec<PartitionSummary>,
+}
+
+impl Overview {
+    pub fn partition(&self, partition: i32) -> Option<&PartitionSummary> {
+        self.partitions
+            .iter()
+            .find(|p| p.view.partition == partition)
+    }
+}
+
+/// Asks for the current overview.
+#[derive(Message)]
+#[rtype(result = "Option<Overview>")]
+pub struct GetOverview;
+
+struct Track {
+    watermark: Option<i64>,
+    moved_at: Instant,
+    trend: VecDeque<TrendPoint>,
+    resolved_total: u64,
+    trend_at: Instant,
+}
+
+/// Derives stuck states, lag in seconds and trends from the supervisor's snapshots.
+pub struct Monitor {
+    supervisor: Addr<Supervisor>,
+    metrics: Metrics,
+    rules: StuckRules,
+    tracks: BTreeMap<i32, Track>,
+}
+
+impl Monitor {
+    pub fn new(supervisor: Addr<Supervisor>, metrics: Metrics, rules: StuckRules) -> Self {
+        Monitor {
+            supervisor,
+            metrics,
+            rules,
+            tracks: BTreeMap::new(),
+        }
+    }
+
+    fn summarise(&mut self, status: ServiceStatus) -> Overview {
+        let now = Instant::now();
+        let wall = Utc::now();
+        self.tracks
+            .retain(|p, _| status.partitions.iter().any(|v| v.partition == *p));
+        let mut partitions: Vec<PartitionSummary> = status
+            .partitions
+            .iter()
+            .map(|view| self.summarise_partition(view.clone(), now, wall))
+            .collect();
+        partitions.sort_by_key(|p| (p.stuck.is_none(), p.view.partition));
+        Overview {
+            group: status.group,
+            topic: status.topic,
+            member_id: status.member_id,
+            host: status.host,
+            started_at: status.started_at,
+            uptime_seconds: (wall - status.started_at).num_seconds().max(0) as u64,
+            shutting_down: status.shutting_down,
+            partitions,
+        }
+    }
+
+    fn summarise_partition(
+        &mut self,
+        view: PartitionView,
+        now: Instant,
+        wall: DateTime<Utc>,
+    ) -> PartitionSummary {
+        let watermark = view.checkpoint.as_ref().and_then(|c| c.watermark);
+        let resolved_total = view.actor.as_ref().map_or(0, |a| {
+            a.counts.applied + a.counts.already_applied + a.counts.dead_lettered
+        });
+        let track = self.tracks.entry(view.partition).or_insert_with(|| Track {
+            watermark,
+            moved_at: now,
+            trend: VecDeque::new(),
+            resolved_total,
+            trend_at: now,
+        });
+        if track.watermark != watermark {
+            track.watermark = watermark;
+            track.moved_at = now;
+        }
+        let lag = view.lag();
+        if now.duration_since(track.trend_at) >= TREND_EVERY || track.trend.is_empty() {
+            let elapsed = now.duration_since(track.trend_at).as_secs_f64().max(1e-3);
+            let per_second = resolved_total.saturating_sub(track.resolved_total) as f64 / elapsed;
+            if track.trend.len() == TREND_POINTS {
+                track.trend.pop_front();
+            }
+            track.trend.push_back(TrendPoint {
+                at: wall,
+                lag: lag.unwrap_or(0),
+                per_second: if track.trend.is_empty() {
+                    0.0
+                } else {
+                    per_second
+                },
+            });
+            track.resolved_total = resolved_total;
+            track.trend_at = now;
+        }
+
+        let oldest_unknown = view.actor.as_ref().and_then(|a| {
+            a.backlog
+                .iter()
+                .map(|e| e.first_seen)
+                .min()
+                .map(|first| (wall - first).to_std().unwrap_or_default())
+        });
+        // Time lag: how old the newest record taken up is, while records still wait.
+        let lag_seconds = match (lag, view.actor.as_ref().and_then(|a| a.last_record_time)) {
+            (Some(l), Some(time)) if l > 0 => {
+                Some((wall - time).num_milliseconds().max(0) as f64 / 1000.0)
+            }
+            (Some(_), _) => Some(0.0),
+            (None, _) => None,
+        };
+        let stuck = evaluate(
+            &self.rules,
+            oldest_unknown,
+            now.duration_since(track.moved_at),
+            lag.unwrap_or(0),
+        );
+        let (state, state_reason) = match (&stuck, view.actor.as_ref().map(|a| a.state)) {
+            (_, Some(PartitionState::Draining)) => (DisplayState::Draining, None),
+            (Some(reason), _) => (DisplayState::Stuck, Some(reason.to_string())),
+            (None, Some(PartitionState::Paused)) => {
+                (DisplayState::Paused, Some("paused by an operator".into()))
+            }
+            (None, Some(PartitionState::BacklogFull)) => (
+                DisplayState::Paused,
+                Some("Unknown backlog at its bound: new records wait".into()),
+            ),
+            (None, Some(PartitionState::Retrying)) => (DisplayState::Retrying, None),
+            _ => (DisplayState::Running, None),
+        };
+        self.metrics.set_partition_health(
+            view.partition,
+            stuck.is_some(),
+            lag_seconds.unwrap_or(0.0),
+        );
+        PartitionSummary {
+            trend: track.trend.iter().copied().collect(),
+            view,
+            state,
+            state_reason,
+            stuck,
+            lag,
+            lag_seconds,
+            oldest_unknown_seconds: oldest_unknown.map(|d| d.as_secs_f64()),
+        }
+    }
+}
+
+impl Actor for Monitor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(SAMPLE_EVERY, |monitor, ctx| {
+            let supervisor = monitor.supervisor.clone();
+            ctx.spawn(
+                async move { supervisor.send(GetStatus).await.ok() }
+                    .into_actor(monitor)
+                    .map(|status, monitor, _ctx| {
+                        if let Some(status) = status {
+                            monitor.summarise(status);
+                        }
+                    }),
+            );
+        });
+    }
+}
+
+impl Handler<GetOverview> for Monitor {
+    type Result = ResponseActFuture<Self, Option<Overview>>;
+
+    fn handle(&mut self, _: GetOverview, _ctx: &mut Context<Self>) -> Self::Result {
+        let supervisor = self.supervisor.clone();
+        Box::pin(
+            async move { supervisor.send(GetStatus).await.ok() }
+                .into_actor(self)
+                .map(|status, monitor, _ctx| status.map(|s| monitor.summarise(s))),
+        )
+    }
+}

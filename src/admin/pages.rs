@@ -1,0 +1,314 @@
+//! The HTML pages: view models (everything pre-formatted for display) and their askama
+//! templates in `templates/`. askama escapes every value; only our own SVG is marked safe.
+
+use askama::Template;
+use chrono::{DateTime, Utc};
+
+use super::queries::{AuditRow, DeadLetterRow, HistoryRow};
+use super::sparkline;
+use crate::actors::monitor::PartitionSummary;
+use crate::actors::status::{BacklogEntry, DuplicateCause, RecentOutcome};
+
+/// What every page's frame needs.
+pub struct Layout {
+    pub title: String,
+    pub read_only: bool,
+    pub signed_in: bool,
+    pub csrf: String,
+}
+
+/// One partition in the overview table.
+pub struct RowView {
+    pub partition: i32,
+    pub state: &'static str,
+    pub reason: String,
+    pub committed: String,
+    pub watermark: String,
+    pub high_watermark: String,
+    pub lag: String,
+    pub lag_seconds: String,
+    pub in_flight: String,
+    pub backlog: String,
+    pub oldest_unknown: String,
+    pub applied: u64,
+    pub redelivery: u64,
+    pub republish: u64,
+    pub conflicting: u64,
+    pub dead_letters: u64,
+    pub trend: String,
+}
+
+fn or_dash<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "—".to_owned(), |v| v.to_string())
+}
+
+/// "3 s", "4 min 10 s", "2 h 5 min".
+pub fn human_duration(seconds: f64) -> String {
+    let s = seconds.max(0.0) as u64;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+impl RowView {
+    pub fn new(summary: &PartitionSummary) -> RowView {
+        let view = &summary.view;
+        let actor = view.actor.as_ref();
+        let counts = actor.map(|a| a.counts.clone()).unwrap_or_default();
+        RowView {
+            partition: view.partition,
+            state: summary.state.as_str(),
+            reason: summary.state_reason.clone().unwrap_or_default(),
+            committed: or_dash(view.committed()),
+            watermark: or_dash(view.checkpoint.as_ref().and_then(|c| c.watermark)),
+            high_watermark: or_dash(view.observed.map(|o| o.high_watermark).filter(|h| *h >= 0)),
+            lag: or_dash(summary.lag),
+            lag_seconds: or_dash(summary.lag_seconds.map(|s| format!("{s:.1}"))),
+            in_flight: or_dash(actor.map(|a| a.in_flight)),
+            backlog: or_dash(actor.map(|a| a.backlog.len())),
+            oldest_unknown: or_dash(summary.oldest_unknown_seconds.map(human_duration)),
+            applied: counts.applied,
+            redelivery: counts.duplicates_of(DuplicateCause::Redelivery),
+            republish: counts.duplicates_of(DuplicateCause::Republish),
+            conflicting: counts.duplicates_of(DuplicateCause::Conflicting),
+            dead_letters: counts.dead_lettered,
+            trend: sparkline::render(&summary.trend),
+        }
+    }
+}
+
+fn time(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+pub struct AuditView {
+    pub at: String,
+    pub partition: i32,
+    pub action: String,
+    pub actor: String,
+    pub result: String,
+}
+
+impl AuditView {
+    pub fn list(rows: Vec<AuditRow>) -> Vec<AuditView> {
+        rows.into_iter()
+            .map(|a| AuditView {
+                at: time(a.at),
+                partition: a.partition,
+                action: a.action,
+                actor: a.actor,
+                result: a.result,
+            })
+            .collect()
+    }
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+pub struct OverviewPage {
+    pub layout: Layout,
+    pub group: String,
+    pub topic: String,
+    pub member_id: String,
+    pub host: String,
+    pub uptime: String,
+    pub shutting_down: bool,
+    pub rows: Vec<RowView>,
+    pub audit: Vec<AuditView>,
+    pub audit_error: String,
+}
+
+#[derive(Template)]
+#[template(path = "partition_rows.html")]
+pub struct PartitionRowsFragment {
+    pub rows: Vec<RowView>,
+}
+
+pub struct BacklogView {
+    pub offset: i64,
+    pub event_id: String,
+    pub attempts: u32,
+    pub last_error: String,
+    pub first_seen: String,
+    pub next_retry: String,
+}
+
+impl From<&BacklogEntry> for BacklogView {
+    fn from(entry: &BacklogEntry) -> Self {
+        BacklogView {
+            offset: entry.offset,
+            event_id: entry
+                .event_id
+                .clone()
+                .unwrap_or_else(|| "(dead letter)".into()),
+            attempts: entry.attempts,
+            last_error: entry.last_error.clone(),
+            first_seen: time(entry.first_seen),
+            next_retry: time(entry.next_retry),
+        }
+    }
+}
+
+pub struct RecentView {
+    pub offset: i64,
+    pub event_id: String,
+    pub outcome: &'static str,
+    pub duplicate: &'static str,
+    pub detail: String,
+    pub at: String,
+}
+
+impl From<&RecentOutcome> for RecentView {
+    fn from(recent: &RecentOutcome) -> Self {
+        RecentView {
+            offset: recent.offset,
+            event_id: recent.event_id.clone().unwrap_or_else(|| "—".into()),
+            outcome: recent.outcome.as_str(),
+            duplicate: recent.duplicate.map_or("", DuplicateCause::as_str),
+            detail: recent.detail.clone().unwrap_or_default(),
+            at: time(recent.at),
+        }
+    }
+}
+
+pub struct DeadLetterView {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: String,
+    pub reason: String,
+    pub message: String,
+    pub payload_preview: String,
+    pub payload_bytes: i64,
+    pub at: String,
+}
+
+impl DeadLetterView {
+    pub fn list(rows: Vec<DeadLetterRow>) -> Vec<DeadLetterView> {
+        rows.into_iter()
+            .map(|d| DeadLetterView {
+                partition: d.partition,
+                offset: d.offset,
+                key: d.key.unwrap_or_default(),
+                reason: d.reason,
+                message: d.message,
+                payload_preview: d.payload_preview,
+                payload_bytes: d.payload_bytes,
+                at: time(d.at),
+            })
+            .collect()
+    }
+}
+
+#[derive(Template)]
+#[template(path = "partition.html")]
+pub struct PartitionPage {
+    pub layout: Layout,
+    pub partition: i32,
+    pub row: RowView,
+    pub flash: String,
+    pub backlog: Vec<BacklogView>,
+    pub recent: Vec<RecentView>,
+    pub dead_letters: Vec<DeadLetterView>,
+    pub dead_letters_error: String,
+    pub audit: Vec<AuditView>,
+    pub audit_error: String,
+}
+
+#[derive(Template)]
+#[template(path = "dead_letters.html")]
+pub struct DeadLettersPage {
+    pub layout: Layout,
+    pub partition: String,
+    pub reason: String,
+    pub reasons: Vec<String>,
+    pub total: i64,
+    pub rows: Vec<DeadLetterView>,
+    pub page: i64,
+    pub pages: i64,
+    pub previous: String,
+    pub next: String,
+}
+
+pub struct HistoryView {
+    pub event_id: String,
+    pub from_status: String,
+    pub to_status: String,
+    pub changed_at: String,
+}
+
+impl HistoryView {
+    pub fn list(rows: Vec<HistoryRow>) -> Vec<HistoryView> {
+        rows.into_iter()
+            .map(|h| HistoryView {
+                event_id: h.event_id,
+                from_status: h.from_status,
+                to_status: h.to_status,
+                changed_at: time(h.changed_at),
+            })
+            .collect()
+    }
+}
+
+#[derive(Template)]
+#[template(path = "ticket.html")]
+pub struct TicketPage {
+    pub layout: Layout,
+    pub ticket_id: String,
+    pub rows: Vec<HistoryView>,
+}
+
+#[derive(Template)]
+#[template(path = "login.html")]
+pub struct LoginPage {
+    pub layout: Layout,
+    pub message: String,
+    pub next: String,
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage {
+    pub layout: Layout,
+    pub status: u16,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_a_person_would_say_them() {
+        assert_eq!(human_duration(3.4), "3 s");
+        assert_eq!(human_duration(250.0), "4 min 10 s");
+        assert_eq!(human_duration(7500.0), "2 h 5 min");
+    }
+
+    #[test]
+    fn user_controlled_text_is_escaped() {
+        let page = TicketPage {
+            layout: Layout {
+                title: "<script>alert(1)</script>".into(),
+                read_only: true,
+                signed_in: false,
+                csrf: String::new(),
+            },
+            ticket_id: "<script>alert(2)</script>".into(),
+            rows: vec![HistoryView {
+                event_id: "<img src=x onerror=alert(3)>".into(),
+                from_status: "a".into(),
+                to_status: "b".into(),
+                changed_at: "now".into(),
+            }],
+        };
+        let html = page.render().unwrap();
+        assert!(!html.contains("<script>alert"), "{html}");
+        assert!(!html.contains("<img src=x"), "{html}");
+        assert!(
+            html.contains("&#60;script&#62;alert(2)&#60;/script&#62;"),
+            "{html}"
+        );
+    }
+}

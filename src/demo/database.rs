@@ -1,0 +1,88 @@
+//! The demo's PostgreSQL: a throwaway cluster (or the database `--database-url` names), and the
+//! two questions the demo asks it: one ticket's history, and how many of its events are stored.
+
+use deadpool_postgres::Pool;
+
+use super::DemoError;
+use crate::pg_cluster::{ClusterOptions, TempCluster};
+
+/// The database the demo's consumer writes to.
+pub struct Database {
+    pub url: String,
+    /// The throwaway cluster, when the demo owns one (dropping it removes its data).
+    pub cluster: Option<TempCluster>,
+}
+
+impl Database {
+    /// Uses `url`, or starts a throwaway cluster with a `history` database.
+    pub async fn prepare(url: Option<String>) -> Result<Database, DemoError> {
+        if let Some(url) = url {
+            return Ok(Database { url, cluster: None });
+        }
+        // initdb and waiting for the server take seconds: keep them off the actix thread.
+        let cluster = tokio::task::spawn_blocking(|| TempCluster::start(ClusterOptions::default()))
+            .await
+            .map_err(DemoError::Task)??;
+        let url = cluster
+            .create_database("history")
+            .await
+            .map_err(DemoError::Query)?;
+        Ok(Database {
+            url,
+            cluster: Some(cluster),
+        })
+    }
+}
+
+/// One row of `history_events`.
+#[derive(Debug, Clone)]
+pub struct HistoryRow {
+    pub event_id: String,
+    pub from_status: String,
+    pub to_status: String,
+    pub changed_at: chrono::DateTime<chrono::Utc>,
+}
+
+const TICKET_HISTORY: &str = "SELECT event_id, from_status, to_status, changed_at \
+     FROM history_events WHERE ticket_id = $1 ORDER BY changed_at, event_id";
+
+/// What the projection holds for one ticket, in time order.
+pub async fn ticket_history(pool: &Pool, ticket_id: &str) -> Result<Vec<HistoryRow>, DemoError> {
+    let client = pool.get().await.map_err(DemoError::Pool)?;
+    let statement = client
+        .prepare_cached(TICKET_HISTORY)
+        .await
+        .map_err(DemoError::Query)?;
+    let rows = client
+        .query(&statement, &[&ticket_id])
+        .await
+        .map_err(DemoError::Query)?;
+    Ok(rows
+        .iter()
+        .map(|row| HistoryRow {
+            event_id: row.get(0),
+            from_status: row.get(1),
+            to_status: row.get(2),
+            changed_at: row.get(3),
+        })
+        .collect())
+}
+
+const COUNT_ROWS: &str = "SELECT count(*) FROM history_events \
+     WHERE starts_with(event_id, $1) OR event_id = ANY($2)";
+
+/// Rows of the events whose id starts with `prefix` or is one of `ids` (a database given with
+/// `--database-url` may hold rows of earlier runs; they do not count).
+pub async fn count_rows(pool: &Pool, prefix: Option<&str>, ids: &[&str]) -> Result<i64, DemoError> {
+    let client = pool.get().await.map_err(DemoError::Pool)?;
+    let statement = client
+        .prepare_cached(COUNT_ROWS)
+        .await
+        .map_err(DemoError::Query)?;
+    let ids: Vec<&str> = ids.to_vec();
+    let row = client
+        .query_one(&statement, &[&prefix, &ids])
+        .await
+        .map_err(DemoError::Query)?;
+    Ok(row.get(0))
+}

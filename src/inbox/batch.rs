@@ -1,0 +1,271 @@
+//! The batched inbox transaction: many records resolved in one transaction, outcomes per record.
+//!
+//! One multi-row inbox insert (`ON CONFLICT DO NOTHING RETURNING event_id`), one multi-row
+//! history insert for exactly the ids that came back, one multi-row dead-letter insert, one
+//! commit. The unique index on `inbox.event_id` is still the only arbiter of "already seen":
+//! an id comes back only when this transaction inserted its marker, and an id that does not
+//! come back is committed by someone else (an insert that meets an uncommitted marker waits for
+//! its transaction and proceeds if that one rolls back).
+//!
+//! A batch of one event runs the SPEC §4 contract exactly: begin, marker insert, then either
+//! the history insert and commit (`Applied`), or no row back and a rollback (`AlreadyApplied`);
+//! any error is `Unknown` after one rollback whose own error is ignored. Larger batches keep
+//! that mapping per event; only their failure is coarser: any error leaves every record of the
+//! batch unknown, and the caller isolates them through the one-event path.
+//!
+//! Distinct event ids are inserted sorted, so that two batches sharing ids take their row locks
+//! in the same order and wait for each other instead of deadlocking.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Object, Pool};
+
+use super::contract::Origin;
+use super::postgres::PgInboxError;
+use crate::dead_letters::DeadLetter;
+use crate::domain::{Outcome, TicketEvent};
+
+/// SPEC §3 step 1 for many events, with where each was first seen (migration V2).
+const TRY_INBOX: &str = "INSERT INTO inbox (event_id, first_partition, first_offset, first_seen_at) \
+     SELECT event_id, first_partition, first_offset, now() \
+     FROM unnest($1::text[], $2::int[], $3::bigint[]) \
+          AS batch (event_id, first_partition, first_offset) \
+     ON CONFLICT (event_id) DO NOTHING \
+     RETURNING event_id";
+
+/// SPEC §3 step 2 for the events whose marker is new.
+const SAVE_HISTORY: &str = "INSERT INTO history_events \
+     (event_id, ticket_id, from_status, to_status, changed_at) \
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])";
+
+/// Malformed records, idempotently on their position (as `dead_letters::store`).
+const STORE_DEAD_LETTERS: &str = "INSERT INTO dead_letters \
+     (topic, kafka_partition, kafka_offset, record_key, payload, reason, message) \
+     SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bytea[], $5::bytea[], \
+                          $6::text[], $7::text[]) \
+     ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING";
+
+/// One item of a batch.
+#[derive(Debug, Clone, Copy)]
+pub enum BatchItem<'a> {
+    Event {
+        event: &'a TicketEvent,
+        origin: Origin,
+    },
+    DeadLetter(&'a DeadLetter),
+}
+
+/// What became of one item of a committed batch, in the order of the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOutcome {
+    Applied,
+    AlreadyApplied,
+    DeadLettered,
+}
+
+impl From<BatchOutcome> for Outcome {
+    fn from(outcome: BatchOutcome) -> Outcome {
+        match outcome {
+            BatchOutcome::Applied => Outcome::Applied,
+            BatchOutcome::AlreadyApplied => Outcome::AlreadyApplied,
+            BatchOutcome::DeadLettered => Outcome::DeadLettered,
+        }
+    }
+}
+
+/// Resolves all `items` in one transaction (see the module docs).
+///
+/// The first occurrence of an event id inside the batch is the one stored (its history row and
+/// its origin); later occurrences are `AlreadyApplied`. Any error, including a failed or lost
+/// commit reply, is returned as is: every item's outcome is then unknown. An empty batch touches
+/// no database.
+pub async fn process_batch(
+    pool: &Pool,
+    items: &[BatchItem<'_>],
+) -> Result<Vec<BatchOutcome>, PgInboxError> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (events, letters) = plan(items);
+    let mut transaction = Transaction::begin(pool).await?;
+    let written = write(transaction.client(), &events, &letters).await;
+    let new_ids = match written {
+        // Nothing to commit (every event already stored, no dead letter): as SPEC §4's duplicate
+        // path, the outcomes are known without a commit and the rollback is cleanup only.
+        Ok(new_ids) if new_ids.is_empty() && letters.is_empty() => {
+            transaction.rollback().await;
+            new_ids
+        }
+        Ok(new_ids) => match transaction.commit().await {
+            Ok(()) => new_ids,
+            Err(error) => {
+                transaction.rollback().await;
+                return Err(error);
+            }
+        },
+        Err(error) => {
+            transaction.rollback().await;
+            return Err(error);
+        }
+    };
+    let outcomes = outcomes(items, &new_ids);
+    debug_assert_eq!(outcomes.len(), items.len());
+    Ok(outcomes)
+}
+
+/// The first occurrence of each event id, sorted by id (one lock order for every batch), and
+/// the dead letters sorted by position.
+fn plan<'a>(items: &[BatchItem<'a>]) -> (Vec<(&'a TicketEvent, Origin)>, Vec<&'a DeadLetter>) {
+    let mut seen = HashSet::new();
+    let mut events = Vec::new();
+    let mut letters = Vec::new();
+    for item in items {
+        match *item {
+            BatchItem::Event { event, origin } => {
+                if seen.insert(event.event_id.as_str()) {
+                    events.push((event, origin));
+                }
+            }
+            BatchItem::DeadLetter(letter) => letters.push(letter),
+        }
+    }
+    events.sort_unstable_by(|a, b| a.0.event_id.cmp(&b.0.event_id));
+    letters.sort_unstable_by(|a, b| {
+        (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
+    });
+    (events, letters)
+}
+
+/// The three inserts; returns the event ids whose marker this transaction inserted.
+async fn write(
+    client: &Object,
+    events: &[(&TicketEvent, Origin)],
+    letters: &[&DeadLetter],
+) -> Result<HashSet<String>, PgInboxError> {
+    let mut new_ids = HashSet::new();
+    if !events.is_empty() {
+        let ids: Vec<&str> = events.iter().map(|(e, _)| e.event_id.as_str()).collect();
+        let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
+        let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
+        let statement = client.prepare_cached(TRY_INBOX).await?;
+        for row in client
+            .query(&statement, &[&ids, &partitions, &offsets])
+            .await?
+        {
+            new_ids.insert(row.get::<_, String>(0));
+        }
+    }
+
+    let fresh: Vec<&TicketEvent> = events
+        .iter()
+        .map(|(event, _)| *event)
+        .filter(|event| new_ids.contains(&event.event_id))
+        .collect();
+    if !fresh.is_empty() {
+        let ids: Vec<&str> = fresh.iter().map(|e| e.event_id.as_str()).collect();
+        let tickets: Vec<&str> = fresh.iter().map(|e| e.ticket_id.as_str()).collect();
+        let from: Vec<&str> = fresh.iter().map(|e| e.from_status.as_str()).collect();
+        let to: Vec<&str> = fresh.iter().map(|e| e.to_status.as_str()).collect();
+        let changed_at: Vec<DateTime<Utc>> = fresh.iter().map(|e| e.changed_at).collect();
+        let statement = client.prepare_cached(SAVE_HISTORY).await?;
+        client
+            .execute(&statement, &[&ids, &tickets, &from, &to, &changed_at])
+            .await?;
+    }
+
+    if !letters.is_empty() {
+        let topics: Vec<&str> = letters.iter().map(|l| l.topic.as_str()).collect();
+        let partitions: Vec<i32> = letters.iter().map(|l| l.partition).collect();
+        let offsets: Vec<i64> = letters.iter().map(|l| l.offset).collect();
+        let keys: Vec<Option<&[u8]>> = letters.iter().map(|l| l.key.as_deref()).collect();
+        let payloads: Vec<Option<&[u8]>> = letters.iter().map(|l| l.payload.as_deref()).collect();
+        let reasons: Vec<&str> = letters
+            .iter()
+            .map(|l| l.rejection.reason.as_str())
+            .collect();
+        let messages: Vec<&str> = letters
+            .iter()
+            .map(|l| l.rejection.message.as_str())
+            .collect();
+        let statement = client.prepare_cached(STORE_DEAD_LETTERS).await?;
+        client
+            .execute(
+                &statement,
+                &[
+                    &topics,
+                    &partitions,
+                    &offsets,
+                    &keys,
+                    &payloads,
+                    &reasons,
+                    &messages,
+                ],
+            )
+            .await?;
+    }
+    Ok(new_ids)
+}
+
+/// Per item, in input order: only the first occurrence of a new id is `Applied`.
+fn outcomes(items: &[BatchItem<'_>], new_ids: &HashSet<String>) -> Vec<BatchOutcome> {
+    let mut seen = HashSet::new();
+    items
+        .iter()
+        .map(|item| match item {
+            BatchItem::Event { event, .. } => {
+                let first = seen.insert(event.event_id.as_str());
+                if first && new_ids.contains(&event.event_id) {
+                    BatchOutcome::Applied
+                } else {
+                    BatchOutcome::AlreadyApplied
+                }
+            }
+            BatchItem::DeadLetter(_) => BatchOutcome::DeadLettered,
+        })
+        .collect()
+}
+
+/// A pooled connection inside an open transaction. Closed by `commit` or `rollback`, it goes
+/// back to the pool; dropped while still open (its future was cancelled) or after a failed
+/// rollback, it is detached instead, as in `PgInbox`: the next user must never run inside it.
+struct Transaction(Option<Object>);
+
+impl Transaction {
+    async fn begin(pool: &Pool) -> Result<Self, PgInboxError> {
+        let connection = pool.get().await.map_err(PgInboxError::Pool)?;
+        connection.batch_execute("BEGIN").await?;
+        Ok(Transaction(Some(connection)))
+    }
+
+    fn client(&self) -> &Object {
+        self.0
+            .as_ref()
+            .expect("the transaction is open until commit or rollback")
+    }
+
+    /// On error the transaction stays open for the caller's rollback.
+    async fn commit(&mut self) -> Result<(), PgInboxError> {
+        self.client().batch_execute("COMMIT").await?;
+        self.0 = None;
+        Ok(())
+    }
+
+    /// Cleanup only: its failure changes no outcome.
+    async fn rollback(mut self) {
+        let Some(connection) = self.0.take() else {
+            return;
+        };
+        if connection.batch_execute("ROLLBACK").await.is_err() {
+            drop(Object::take(connection));
+        }
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if let Some(connection) = self.0.take() {
+            drop(Object::take(connection));
+        }
+    }
+}

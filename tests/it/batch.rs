@@ -1,0 +1,417 @@
+//! The batched inbox transaction on a real PostgreSQL server (issue 7): per-event outcomes,
+//! atomicity, and concurrent batches sharing event ids.
+
+use std::time::{Duration, Instant};
+
+use chrono::{TimeZone, Utc};
+use history_consumer::dead_letters::DeadLetter;
+use history_consumer::domain::{RejectReason, Rejection, TicketEvent};
+use history_consumer::inbox::Origin;
+use history_consumer::inbox::batch::{BatchItem, BatchOutcome, process_batch};
+
+use crate::helpers::{TestDb, test_database, test_database_with};
+
+use BatchOutcome::{AlreadyApplied, Applied, DeadLettered};
+
+/// Event number `n`, with an id whose text order is its numeric order.
+fn event(n: usize) -> TicketEvent {
+    TicketEvent {
+        event_id: format!("event-{n:05}"),
+        ticket_id: format!("ticket-{}", n % 7),
+        from_status: "open".into(),
+        to_status: "resolved".into(),
+        changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 0, 0).unwrap()
+            + chrono::Duration::seconds(n as i64),
+    }
+}
+
+fn at(offset: i64) -> Origin {
+    Origin {
+        partition: 3,
+        offset,
+    }
+}
+
+fn dead_letter(offset: i64) -> DeadLetter {
+    DeadLetter {
+        topic: "ticket-status".into(),
+        partition: 3,
+        offset,
+        key: Some(b"ticket-1".to_vec()),
+        payload: Some(b"{not json".to_vec()),
+        rejection: Rejection {
+            reason: RejectReason::NotJson,
+            message: "expected a JSON object".into(),
+        },
+    }
+}
+
+/// Events at consecutive offsets starting at `first_offset`.
+fn events_at<'a>(events: &'a [TicketEvent], first_offset: i64) -> Vec<BatchItem<'a>> {
+    events
+        .iter()
+        .zip(first_offset..)
+        .map(|(event, offset)| BatchItem::Event {
+            event,
+            origin: at(offset),
+        })
+        .collect()
+}
+
+/// (inbox markers, history rows, dead letters).
+async fn stored(db: &TestDb) -> (i64, i64, i64) {
+    (
+        db.scalar("SELECT count(*) FROM inbox").await,
+        db.scalar("SELECT count(*) FROM history_events").await,
+        db.scalar("SELECT count(*) FROM dead_letters").await,
+    )
+}
+
+async fn first_seen(db: &TestDb, event_id: &str) -> (Option<i32>, Option<i64>, bool) {
+    let client = db.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT first_partition, first_offset, first_seen_at IS NOT NULL \
+             FROM inbox WHERE event_id = $1",
+            &[&event_id],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+fn count(outcomes: &[BatchOutcome], wanted: BatchOutcome) -> usize {
+    outcomes.iter().filter(|o| **o == wanted).count()
+}
+
+#[tokio::test]
+async fn a_batch_of_new_events_is_all_applied_with_one_row_each_and_its_origin() {
+    let db = test_database().await;
+    let events: Vec<TicketEvent> = (0..5).map(event).collect();
+
+    let outcomes = process_batch(&db.pool, &events_at(&events, 100))
+        .await
+        .unwrap();
+
+    assert_eq!(outcomes, [Applied; 5]);
+    assert_eq!(stored(&db).await, (5, 5, 0));
+    assert_eq!(
+        first_seen(&db, "event-00003").await,
+        (Some(3), Some(103), true)
+    );
+    let client = db.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT ticket_id, from_status, to_status, changed_at \
+             FROM history_events WHERE event_id = 'event-00004'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), events[4].ticket_id);
+    assert_eq!(row.get::<_, String>(1), "open");
+    assert_eq!(row.get::<_, String>(2), "resolved");
+    assert_eq!(row.get::<_, chrono::DateTime<Utc>>(3), events[4].changed_at);
+}
+
+#[tokio::test]
+async fn a_batch_mixing_new_and_stored_events_is_applied_or_already_applied_per_event() {
+    let db = test_database().await;
+    let stored_before = [event(1), event(3)];
+    process_batch(&db.pool, &events_at(&stored_before, 10))
+        .await
+        .unwrap();
+
+    let batch: Vec<TicketEvent> = (0..5).map(event).collect();
+    let outcomes = process_batch(&db.pool, &events_at(&batch, 20))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        outcomes,
+        [Applied, AlreadyApplied, Applied, AlreadyApplied, Applied]
+    );
+    assert_eq!(stored(&db).await, (5, 5, 0));
+    assert_eq!(
+        first_seen(&db, "event-00003").await.1,
+        Some(11),
+        "the stored marker keeps its first origin"
+    );
+    // Nothing new at all: the outcomes are known without a commit.
+    let replay = process_batch(&db.pool, &events_at(&stored_before, 30))
+        .await
+        .unwrap();
+    assert_eq!(replay, [AlreadyApplied, AlreadyApplied]);
+    assert_eq!(stored(&db).await, (5, 5, 0));
+}
+
+#[tokio::test]
+async fn the_same_event_id_twice_in_a_batch_is_applied_once_then_already_applied() {
+    let db = test_database().await;
+    let first = event(7);
+    let mut second = event(7);
+    second.to_status = "closed".into();
+    let items = [
+        BatchItem::Event {
+            event: &first,
+            origin: at(40),
+        },
+        BatchItem::Event {
+            event: &second,
+            origin: at(41),
+        },
+    ];
+
+    let outcomes = process_batch(&db.pool, &items).await.unwrap();
+
+    assert_eq!(outcomes, [Applied, AlreadyApplied]);
+    assert_eq!(stored(&db).await, (1, 1, 0));
+    assert_eq!(first_seen(&db, "event-00007").await.1, Some(40));
+    let to_status: String = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT to_status FROM history_events", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        to_status, "resolved",
+        "the first occurrence's row is stored"
+    );
+}
+
+#[tokio::test]
+async fn malformed_records_are_dead_lettered_in_the_same_transaction_and_a_replay_changes_nothing()
+{
+    let db = test_database().await;
+    let (a, b) = (event(1), event(2));
+    let (bad_5, bad_6) = (dead_letter(5), dead_letter(6));
+    let items = [
+        BatchItem::Event {
+            event: &a,
+            origin: at(4),
+        },
+        BatchItem::DeadLetter(&bad_5),
+        BatchItem::DeadLetter(&bad_6),
+        BatchItem::Event {
+            event: &b,
+            origin: at(7),
+        },
+    ];
+
+    let outcomes = process_batch(&db.pool, &items).await.unwrap();
+    assert_eq!(outcomes, [Applied, DeadLettered, DeadLettered, Applied]);
+    assert_eq!(stored(&db).await, (2, 2, 2));
+    let client = db.pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT record_key, payload, reason, message FROM dead_letters \
+             WHERE topic = 'ticket-status' AND kafka_partition = 3 AND kafka_offset = 6",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<Vec<u8>>>(0), bad_6.key);
+    assert_eq!(row.get::<_, Option<Vec<u8>>>(1), bad_6.payload);
+    assert_eq!(row.get::<_, String>(2), "not_json");
+    assert_eq!(row.get::<_, String>(3), "expected a JSON object");
+
+    let replay = process_batch(&db.pool, &items).await.unwrap();
+    assert_eq!(
+        replay,
+        [AlreadyApplied, DeadLettered, DeadLettered, AlreadyApplied]
+    );
+    assert_eq!(stored(&db).await, (2, 2, 2));
+}
+
+#[tokio::test]
+async fn a_dead_letter_without_key_or_payload_is_stored_with_nulls() {
+    let db = test_database().await;
+    let mut empty = dead_letter(9);
+    empty.key = None;
+    empty.payload = None;
+    let outcomes = process_batch(&db.pool, &[BatchItem::DeadLetter(&empty)])
+        .await
+        .unwrap();
+    assert_eq!(outcomes, [DeadLettered]);
+    let nulls = db
+        .scalar("SELECT count(*) FROM dead_letters WHERE record_key IS NULL AND payload IS NULL")
+        .await;
+    assert_eq!(nulls, 1);
+}
+
+#[tokio::test]
+async fn a_failing_statement_fails_the_whole_batch_and_stores_nothing_of_it() {
+    let db = test_database_with(1).await;
+    let good: Vec<TicketEvent> = (0..3).map(event).collect();
+    let mut broken = event(9);
+    // PostgreSQL text cannot hold NUL: the history insert fails after the markers went in.
+    broken.ticket_id = "nul\u{0}byte".into();
+    let letter = dead_letter(8);
+    let mut items = events_at(&good, 0);
+    items.push(BatchItem::DeadLetter(&letter));
+    items.push(BatchItem::Event {
+        event: &broken,
+        origin: at(9),
+    });
+
+    let failed = process_batch(&db.pool, &items).await;
+
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(
+        stored(&db).await,
+        (0, 0, 0),
+        "no marker, row or dead letter"
+    );
+    // The only pooled connection came back outside any transaction: the good part applies.
+    items.pop();
+    let retried = process_batch(&db.pool, &items).await.unwrap();
+    assert_eq!(retried, [Applied, Applied, Applied, DeadLettered]);
+    assert_eq!(stored(&db).await, (3, 3, 1));
+}
+
+#[tokio::test]
+async fn a_failed_commit_is_an_error_and_stores_nothing_of_the_batch() {
+    let db = test_database_with(1).await;
+    // A deferred constraint trigger makes COMMIT itself fail for one ticket.
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN \
+               IF NEW.ticket_id = 'refused' THEN RAISE EXCEPTION 'refused at commit'; END IF; \
+               RETURN NULL; \
+             END $$; \
+             CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON history_events \
+               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_at_commit();",
+        )
+        .await
+        .unwrap();
+    let mut refused = event(2);
+    refused.ticket_id = "refused".into();
+    let events = [event(1), refused];
+    let letter = dead_letter(5);
+    let mut items = events_at(&events, 0);
+    items.push(BatchItem::DeadLetter(&letter));
+
+    let failed = process_batch(&db.pool, &items).await;
+
+    let error = failed.expect_err("the commit fails");
+    assert!(error.to_string().contains("refused at commit"), "{error}");
+    assert_eq!(stored(&db).await, (0, 0, 0));
+    let retried = process_batch(&db.pool, &items[..1]).await.unwrap();
+    assert_eq!(retried, [Applied]);
+}
+
+#[tokio::test]
+async fn a_batch_of_500_events_with_duplicates_gives_exactly_the_right_counts() {
+    let db = test_database().await;
+    // Events 0..50 are stored beforehand.
+    let earlier: Vec<TicketEvent> = (0..50).map(event).collect();
+    process_batch(&db.pool, &events_at(&earlier, 0))
+        .await
+        .unwrap();
+    // 500 records: every tenth (i % 10 == 9) repeats the event nine records earlier, so 450
+    // distinct events; 45 of them (i < 50) are among the stored ones.
+    let events: Vec<TicketEvent> = (0..500)
+        .map(|i| event(if i % 10 == 9 { i - 9 } else { i }))
+        .collect();
+    let items = events_at(&events, 1000);
+
+    let started = Instant::now();
+    let outcomes = process_batch(&db.pool, &items).await.unwrap();
+    let elapsed = started.elapsed();
+    eprintln!("a batch of 500 events took {elapsed:?}");
+
+    assert_eq!(outcomes.len(), 500);
+    assert_eq!(count(&outcomes, Applied), 450 - 45);
+    assert_eq!(count(&outcomes, AlreadyApplied), 50 + 45);
+    assert_eq!(outcomes[100], Applied);
+    assert_eq!(outcomes[109], AlreadyApplied);
+    assert_eq!(stored(&db).await, (50 + 405, 50 + 405, 0));
+    assert_eq!(
+        first_seen(&db, "event-00100").await.1,
+        Some(1100),
+        "the first occurrence's offset, not the repeat's (1109)"
+    );
+}
+
+#[tokio::test]
+async fn two_concurrent_batches_sharing_event_ids_apply_each_shared_id_exactly_once() {
+    let db = test_database_with(4).await;
+    for round in 0..5 {
+        let base = round * 1000;
+        // Shared ids 100..200, in opposite orders: unsorted inserts would lock them in opposite
+        // orders and deadlock.
+        let left: Vec<TicketEvent> = (base..base + 200).map(event).collect();
+        let right: Vec<TicketEvent> = (base + 100..base + 300).rev().map(event).collect();
+        let (left_items, right_items) = (events_at(&left, 0), events_at(&right, 0));
+
+        let (left_outcomes, right_outcomes) =
+            tokio::time::timeout(Duration::from_secs(30), async {
+                tokio::join!(
+                    process_batch(&db.pool, &left_items),
+                    process_batch(&db.pool, &right_items)
+                )
+            })
+            .await
+            .expect("concurrent batches never wait on each other forever");
+        let (left_outcomes, right_outcomes) = (left_outcomes.unwrap(), right_outcomes.unwrap());
+
+        for (n, outcome) in (base..).zip(&left_outcomes) {
+            if n >= base + 100 {
+                let other = right_outcomes[base + 299 - n];
+                assert!(
+                    matches!(
+                        (outcome, other),
+                        (Applied, AlreadyApplied) | (AlreadyApplied, Applied)
+                    ),
+                    "event {n}: {outcome:?} and {other:?}"
+                );
+            } else {
+                assert_eq!(*outcome, Applied);
+            }
+        }
+        assert_eq!(
+            count(&right_outcomes[..100], Applied),
+            100,
+            "right-only ids"
+        );
+    }
+    assert_eq!(stored(&db).await, (5 * 300, 5 * 300, 0));
+}
+
+#[tokio::test]
+async fn a_batch_cancelled_mid_transaction_never_hands_its_transaction_to_the_next_user() {
+    let db = test_database_with(1).await;
+    // Another session holds event 1's marker uncommitted, so the batch waits inside its
+    // transaction until it is cancelled.
+    let blocker_pool = history_consumer::db::pool(&db.url, 1).unwrap();
+    let blocker = blocker_pool.get().await.unwrap();
+    blocker
+        .batch_execute("BEGIN; INSERT INTO inbox (event_id) VALUES ('event-00001')")
+        .await
+        .unwrap();
+    let events = [event(1)];
+    let items = events_at(&events, 0);
+    let cancelled =
+        tokio::time::timeout(Duration::from_millis(300), process_batch(&db.pool, &items)).await;
+    assert!(cancelled.is_err(), "the batch was waiting on the marker");
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+
+    // With the cancelled session reused, its marker would make this a false AlreadyApplied.
+    let outcomes = process_batch(&db.pool, &items).await.unwrap();
+    assert_eq!(outcomes, [Applied]);
+    assert_eq!(stored(&db).await, (1, 1, 0));
+}
+
+#[tokio::test]
+async fn an_empty_batch_touches_no_database() {
+    let unreachable = history_consumer::db::pool("postgres://nobody@127.0.0.1:1/nothing", 1)
+        .expect("a pool is built without connecting");
+    assert_eq!(process_batch(&unreachable, &[]).await.unwrap(), []);
+}
