@@ -44,8 +44,20 @@ pub async fn request(
     text.push_str("\r\n");
     text.push_str(body);
     stream.write_all(text.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
+    // Read until the body is complete (by Content-Length or the last chunk): some servers
+    // (chromedriver) keep the connection open whatever the request said.
+    let mut raw: Vec<u8> = Vec::new();
+    let mut buffer = [0u8; 16 * 1024];
+    loop {
+        let read = stream.read(&mut buffer).await.unwrap();
+        if read == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buffer[..read]);
+        if complete(&raw) {
+            break;
+        }
+    }
     let raw = String::from_utf8_lossy(&raw).into_owned();
     let (head, rest) = raw.split_once("\r\n\r\n").expect("an HTTP response");
     let mut lines = head.lines();
@@ -82,6 +94,26 @@ pub async fn request(
         headers,
         body,
     }
+}
+
+/// Whether `raw` holds a whole response.
+fn complete(raw: &[u8]) -> bool {
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let body = &raw[end + 4..];
+    if let Some(length) = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        return body.len() >= length;
+    }
+    if head.contains("transfer-encoding: chunked") {
+        return body.ends_with(b"0\r\n\r\n");
+    }
+    false
 }
 
 fn dechunk(mut rest: &str) -> String {

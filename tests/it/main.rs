@@ -4,8 +4,10 @@
 mod admin;
 mod app;
 mod batch;
+mod browser;
 mod consumer;
 mod demo;
+mod deploy;
 mod helpers;
 mod http;
 mod inbox;
@@ -13,3 +15,4 @@ mod kafka;
 mod migrations;
 mod process;
 mod resilience;
+mod webdriver;

@@ -1,0 +1,41 @@
+# The history consumer as a small image that runs as a non-root user.
+#
+#   docker build -t history-consumer .
+#   docker run --rm history-consumer --help
+#
+# Stage 1 compiles the binary; librdkafka is built from source by rdkafka-sys, which needs a
+# C toolchain, make, perl and zlib headers (the rust image has most of them already; they are
+# listed so that the requirement is written down). Stage 2 holds the binary and nothing else.
+
+FROM rust:1-bookworm AS builder
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc g++ make perl python3 pkg-config zlib1g-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /build
+
+# Dependencies first, in a layer of their own: source edits do not rebuild librdkafka.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir src \
+ && echo 'fn main() {}' > src/main.rs \
+ && touch src/lib.rs \
+ && cargo build --release --locked \
+ && rm -rf src
+
+# The templates and migrations are compiled into the binary.
+COPY src src
+COPY templates templates
+COPY migrations migrations
+RUN touch src/main.rs src/lib.rs \
+ && cargo build --release --locked --bin history-consumer \
+ && install -m 0755 target/release/history-consumer /usr/local/bin/history-consumer
+
+FROM debian:bookworm-slim AS runtime
+# The binary needs only libc, libgcc and zlib, all part of the base image.
+RUN groupadd --system --gid 10001 history \
+ && useradd --system --uid 10001 --gid history --no-create-home --shell /usr/sbin/nologin history
+COPY --from=builder /usr/local/bin/history-consumer /usr/local/bin/history-consumer
+USER 10001:10001
+ENV HISTORY_ADMIN_ADDR=0.0.0.0:8080
+EXPOSE 8080
+ENTRYPOINT ["history-consumer"]
+CMD ["run"]

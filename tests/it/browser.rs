@@ -1,0 +1,127 @@
+//! The operator's path through a real browser (headless Chromium): a database outage makes a
+//! partition stuck, the overview shows it first and highlighted, the operator opens it, signs
+//! in, presses "retry now" once the database is back, and sees it running again.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use history_consumer::pg_cluster::{ClusterOptions, TempCluster};
+use history_consumer::stuck::StuckRules;
+
+use crate::app::{spawn_app_with, test_settings};
+use crate::helpers::{unique_name, wait_for};
+use crate::http::get;
+use crate::kafka::{TestKafka, numbered_event};
+use crate::webdriver::Browser;
+
+/// Where screenshots go: kept with the build, not in the source tree.
+fn artifact(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser")
+        .join(name)
+}
+
+#[actix_web::test]
+async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_now() {
+    let mut cluster = TempCluster::start(ClusterOptions::default()).expect("own cluster");
+    let url = cluster.create_database("browser").await.expect("database");
+    let kafka = TestKafka::start(2);
+    let mut settings = test_settings(&url, &kafka, &unique_name("group"));
+    settings.runtime.stuck = StuckRules {
+        unknown_age: Duration::from_secs(2),
+        stall: Duration::from_secs(30),
+    };
+    // Slow automatic retries, so that "retry now" is what heals the partition.
+    settings.runtime.retry.initial = Duration::from_secs(20);
+    settings.runtime.retry.max = Duration::from_secs(60);
+    let app = spawn_app_with(settings).await;
+    app.wait_assigned(2).await;
+    let admin = app.handle.admin_addr.to_string();
+    let producer = kafka.producer();
+    for i in 0..6 {
+        kafka
+            .send(&producer, Some(0), "k", &numbered_event(i))
+            .await;
+    }
+    app.wait_committed(&kafka, &[6, -1]).await;
+
+    // The outage: partition 1's records cannot be stored.
+    cluster.stop().expect("stop postgres");
+    for i in 6..10 {
+        kafka
+            .send(&producer, Some(1), "k", &numbered_event(i))
+            .await;
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "partition 1 to be stuck",
+        || async {
+            let status = get(&admin, "/api/partitions/1").await;
+            (status.status == 200 && status.json()["state"] == "stuck").then_some(())
+        },
+    )
+    .await;
+
+    let browser = Browser::start().await;
+    browser.goto(&format!("http://{admin}/")).await;
+    let first_row = browser
+        .attribute("#partition-rows tr", "data-partition")
+        .await;
+    assert_eq!(first_row, "1", "the stuck partition sorts first");
+    assert!(
+        browser
+            .attribute("tr[data-partition='1']", "class")
+            .await
+            .contains("stuck")
+    );
+    assert_eq!(browser.text("tr[data-partition='1'] .state").await, "stuck");
+    assert_eq!(
+        browser.text("tr[data-partition='0'] .state").await,
+        "running"
+    );
+    browser.screenshot(&artifact("overview-stuck.png")).await;
+
+    browser.click("tr[data-partition='1'] a.partition").await;
+    assert_eq!(browser.text("#partition-state").await, "stuck");
+    assert!(
+        browser
+            .text("#state-reason")
+            .await
+            .contains("oldest Unknown record")
+    );
+    assert!(
+        browser.text("#backlog").await.contains("event-6"),
+        "the backlog lists the blocked event"
+    );
+
+    cluster.restart().expect("restart postgres");
+    browser.click("#sign-in-to-act").await;
+    browser.type_into("#token", "test-admin-token").await;
+    browser.click("#sign-in").await;
+    assert!(
+        browser.current_url().await.ends_with("/partitions/1"),
+        "back on the partition page"
+    );
+    browser.click("#retry-now").await;
+    assert_eq!(browser.text("#flash").await, "retry now requested");
+
+    wait_for(
+        Duration::from_secs(20),
+        "the partition to run again in the browser",
+        || async {
+            browser.goto(&format!("http://{admin}/partitions/1")).await;
+            (browser.text("#partition-state").await == "running").then_some(())
+        },
+    )
+    .await;
+    app.wait_committed(&kafka, &[6, 4]).await;
+    browser.goto(&format!("http://{admin}/")).await;
+    browser.screenshot(&artifact("overview-healed.png")).await;
+    assert_eq!(
+        browser.text("tr[data-partition='1'] .state").await,
+        "running"
+    );
+    let audit = get(&admin, "/api/actions").await.json();
+    assert_eq!(audit["actions"][0]["action"], "retry_now");
+    app.shutdown().await;
+}
