@@ -18,9 +18,10 @@ use crate::stuck::StuckRules;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-    /// Log filter (tracing `EnvFilter` syntax), e.g. `info,history_consumer=debug`.
-    #[arg(long, env = "HISTORY_LOG", default_value = "info", global = true)]
-    pub log: String,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info,history_consumer=debug`. Default:
+    /// `info`; `error` for `demo`, whose own output tells the story.
+    #[arg(long, env = "HISTORY_LOG", global = true)]
+    pub log: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -225,6 +226,17 @@ pub struct RuntimeSettings {
     pub max_payload_bytes: usize,
     pub partition_queue: usize,
     pub stuck: StuckRules,
+}
+
+impl Cli {
+    /// The log filter: the one given, else the command's default.
+    pub fn log_filter(&self) -> &str {
+        match (&self.log, &self.command) {
+            (Some(filter), _) => filter,
+            (None, Command::Demo(_)) => "error",
+            (None, _) => "info",
+        }
+    }
 }
 
 impl Default for RuntimeSettings {

@@ -10,7 +10,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_new(&cli.log).context("invalid --log / HISTORY_LOG filter")?,
+            EnvFilter::try_new(cli.log_filter()).context("invalid --log / HISTORY_LOG filter")?,
         )
         .with_writer(std::io::stderr)
         .init();

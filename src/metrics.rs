@@ -172,6 +172,10 @@ impl Metrics {
                 .expect("valid metric"),
             ),
         };
+        // Both results exist from the start, so a rate over commit errors has a series to read.
+        for result in ["ok", "error"] {
+            families.commits.with_label_values(&[result]);
+        }
         Metrics {
             registry,
             families: Arc::new(families),

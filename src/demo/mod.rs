@@ -224,7 +224,7 @@ fn print_banner(
         ),
     };
     println!("  hiccups      {hiccups}");
-    println!("  logs         service logs go to stderr (`2>demo.log` keeps this screen calm)");
+    println!("  logs         errors only on stderr; `--log info` shows the service's own log");
     match args.duration {
         Some(seconds) => println!("  ends         after {seconds} s, or on Ctrl-C"),
         None => println!("  ends         on Ctrl-C"),
