@@ -308,10 +308,12 @@ impl Metrics {
             &f.high_watermark,
             &f.lag,
             &f.fetch_paused,
+            &f.stuck,
         ] {
             let _ = gauge.remove_label_values(&[&p]);
         }
         let _ = f.oldest_unknown.remove_label_values(&[&p]);
+        let _ = f.lag_seconds.remove_label_values(&[&p]);
     }
 }
 
