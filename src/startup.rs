@@ -100,6 +100,8 @@ impl Application {
             max_unresolved: runtime.max_unresolved,
             retry: runtime.retry,
             max_payload_bytes: runtime.max_payload_bytes,
+            batch_size: runtime.batch_size,
+            batch_linger: runtime.batch_linger,
         });
         let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
         let supervisor = Supervisor::new(

@@ -23,7 +23,7 @@ use super::messages::{
     Record,
 };
 use super::status::{BacklogEntry, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome};
-use super::work::{Executed, Work, execute};
+use super::work::{Executed, Work, execute, execute_batch};
 use crate::backoff::Backoff;
 use crate::domain::Outcome;
 use crate::metrics::Metrics;
@@ -39,6 +39,9 @@ pub struct PartitionDeps {
     pub max_unresolved: usize,
     pub retry: Backoff,
     pub max_payload_bytes: usize,
+    /// Records per inbox transaction (1: the SPEC §4 contract, one event at a time).
+    pub batch_size: usize,
+    pub batch_linger: Duration,
 }
 
 struct Unresolved {
@@ -48,6 +51,16 @@ struct Unresolved {
     first_seen: DateTime<Utc>,
     next_retry: Instant,
     next_retry_at: DateTime<Utc>,
+}
+
+/// What the actor is executing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Busy {
+    Idle,
+    /// One Unknown record, retried alone.
+    Retry,
+    /// This many new records in one transaction.
+    Batch(usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +76,10 @@ pub struct PartitionActor {
     queued: Arc<AtomicUsize>,
     pending: VecDeque<OwnedMessage>,
     backlog: BTreeMap<i64, Unresolved>,
-    /// The offset being executed, and whether it is a retry.
-    busy: Option<(i64, bool)>,
+    busy: Busy,
+    linger_timer: Option<SpawnHandle>,
+    /// The linger for the current batch has passed: take what is there.
+    lingered: bool,
     lifecycle: Lifecycle,
     operator_paused: bool,
     retry_timer: Option<SpawnHandle>,
@@ -83,7 +98,9 @@ impl PartitionActor {
             queued,
             pending: VecDeque::new(),
             backlog: BTreeMap::new(),
-            busy: None,
+            busy: Busy::Idle,
+            linger_timer: None,
+            lingered: false,
             lifecycle: Lifecycle::Running,
             operator_paused: false,
             retry_timer: None,
@@ -109,10 +126,12 @@ impl PartitionActor {
         }
     }
 
-    /// Starts the next unit of work if idle: a due retry first (it blocks the watermark), then
-    /// a new record if the backlog has room; otherwise arms a timer for the next retry.
+    /// Starts the next unit of work if idle: a due retry first, alone (it blocks the
+    /// watermark, and alone it cannot be held back by another record); else a batch of new
+    /// records if the backlog has room, after a short linger for the batch to fill; otherwise
+    /// arms a timer for the next retry.
     fn schedule(&mut self, ctx: &mut Context<Self>) {
-        if self.busy.is_some() {
+        if self.busy != Busy::Idle {
             return;
         }
         if self.lifecycle == Lifecycle::Draining {
@@ -127,42 +146,71 @@ impl PartitionActor {
             .iter()
             .find(|(_, entry)| entry.next_retry <= now)
             .map(|(offset, entry)| (*offset, entry.work.clone()));
-        let next = match due {
-            Some((offset, work)) => Some((offset, work, true)),
-            None if !self.operator_paused && self.backlog.len() < self.deps.max_unresolved => {
-                self.pending.pop_front().map(|record| {
-                    self.queued.fetch_sub(1, Ordering::AcqRel);
-                    let work =
-                        Work::from_record(&self.deps.topic, &record, self.deps.max_payload_bytes);
-                    self.last_offset = Some(record.offset());
-                    self.last_record_time = record
-                        .timestamp()
-                        .to_millis()
-                        .and_then(DateTime::from_timestamp_millis);
-                    (record.offset(), work, false)
-                })
-            }
-            None => None,
-        };
-        let Some((offset, work, retry)) = next else {
+        if let Some((offset, work)) = due {
+            self.busy = Busy::Retry;
+            let pool = self.deps.pool.clone();
+            ctx.spawn(execute(pool, work.clone()).into_actor(self).map(
+                move |executed, actor, ctx| {
+                    actor.busy = Busy::Idle;
+                    actor.finish(offset, true, work, executed);
+                    actor.schedule(ctx);
+                },
+            ));
+            return;
+        }
+        let room = self.deps.max_unresolved.saturating_sub(self.backlog.len());
+        if self.operator_paused || room == 0 || self.pending.is_empty() {
             self.arm_retry_timer(ctx);
             return;
-        };
-        self.busy = Some((offset, retry));
-        let pool = self.deps.pool.clone();
-        let event_id = work.event_id().map(str::to_owned);
-        let dead_letter_reason = match &work {
-            Work::DeadLetter(letter) => Some(letter.rejection.reason),
-            Work::Event { .. } => None,
-        };
-        ctx.spawn(
-            execute(pool, work.clone())
-                .into_actor(self)
-                .map(move |executed, actor, ctx| {
-                    actor.busy = None;
-                    actor.finish(offset, retry, work, event_id, dead_letter_reason, executed);
+        }
+        let wanted = self.deps.batch_size.min(room);
+        if self.pending.len() < wanted && !self.deps.batch_linger.is_zero() && !self.lingered {
+            if self.linger_timer.is_none() {
+                self.linger_timer = Some(ctx.run_later(self.deps.batch_linger, |actor, ctx| {
+                    actor.linger_timer = None;
+                    actor.lingered = true;
                     actor.schedule(ctx);
-                }),
+                }));
+            }
+            return;
+        }
+        self.lingered = false;
+        if let Some(handle) = self.linger_timer.take() {
+            ctx.cancel_future(handle);
+        }
+        let take = wanted.min(self.pending.len());
+        let mut offsets = Vec::with_capacity(take);
+        let mut works = Vec::with_capacity(take);
+        for record in self.pending.drain(..take) {
+            offsets.push(record.offset());
+            works.push(Work::from_record(
+                &self.deps.topic,
+                &record,
+                self.deps.max_payload_bytes,
+            ));
+            self.last_offset = Some(record.offset());
+            self.last_record_time = record
+                .timestamp()
+                .to_millis()
+                .and_then(DateTime::from_timestamp_millis);
+        }
+        self.queued.fetch_sub(take, Ordering::AcqRel);
+        self.busy = Busy::Batch(take);
+        let pool = self.deps.pool.clone();
+        ctx.spawn(
+            async move {
+                let executed = execute_batch(pool, &works).await;
+                (works, executed)
+            }
+            .into_actor(self)
+            .map(move |(works, executed), actor, ctx| {
+                actor.busy = Busy::Idle;
+                debug_assert_eq!(works.len(), executed.len());
+                for ((offset, work), executed) in offsets.into_iter().zip(works).zip(executed) {
+                    actor.finish(offset, false, work, executed);
+                }
+                actor.schedule(ctx);
+            }),
         );
     }
 
@@ -180,16 +228,13 @@ impl PartitionActor {
         }));
     }
 
-    fn finish(
-        &mut self,
-        offset: i64,
-        retry: bool,
-        work: Work,
-        event_id: Option<String>,
-        dead_letter_reason: Option<crate::domain::RejectReason>,
-        executed: Executed,
-    ) {
+    fn finish(&mut self, offset: i64, retry: bool, work: Work, executed: Executed) {
         let partition = self.partition;
+        let event_id = work.event_id().map(str::to_owned);
+        let dead_letter_reason = match &work {
+            Work::DeadLetter(letter) => Some(letter.rejection.reason),
+            Work::Event { .. } => None,
+        };
         self.deps
             .metrics
             .observe_outcome(partition, executed.outcome, executed.elapsed);
@@ -294,7 +339,11 @@ impl PartitionActor {
             partition: self.partition,
             state: self.state(),
             operator_paused: self.operator_paused,
-            in_flight: self.pending.len() + usize::from(matches!(self.busy, Some((_, false)))),
+            in_flight: self.pending.len()
+                + match self.busy {
+                    Busy::Batch(records) => records,
+                    Busy::Idle | Busy::Retry => 0,
+                },
             backlog: self
                 .backlog
                 .iter()

@@ -9,6 +9,7 @@ use rdkafka::message::{Message, OwnedMessage};
 use super::status::DuplicateCause;
 use crate::dead_letters::{self, DeadLetter};
 use crate::domain::{Outcome, TicketEvent};
+use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
 use crate::inbox::{Origin, PgInbox, Processed, duplicates, process_history_once};
 
 /// What a record asks of the database.
@@ -115,15 +116,100 @@ async fn run(pool: Pool, work: &Work) -> (Outcome, Option<String>, Option<Duplic
     }
 }
 
+/// Executes several units of work in one inbox transaction (SPEC §4 per event, batched).
+/// Outcomes stay per unit, in order. Any failure makes every unit `Unknown`: the caller then
+/// retries them one by one, so a single bad record cannot keep the batch unresolved.
+pub async fn execute_batch(pool: Pool, works: &[Work]) -> Vec<Executed> {
+    if let [work] = works {
+        return vec![execute(pool, work.clone()).await];
+    }
+    let started = Instant::now();
+    let items: Vec<BatchItem<'_>> = works
+        .iter()
+        .map(|work| match work {
+            Work::Event { event, origin } => BatchItem::Event {
+                event,
+                origin: *origin,
+            },
+            Work::DeadLetter(letter) => BatchItem::DeadLetter(letter),
+        })
+        .collect();
+    let outcomes = match tokio::time::timeout(WORK_TIMEOUT, process_batch(&pool, &items)).await {
+        Ok(Ok(outcomes)) => outcomes,
+        Ok(Err(error)) => {
+            return all_unknown(works.len(), crate::error_text::chain(&error), started);
+        }
+        Err(_) => {
+            return all_unknown(
+                works.len(),
+                format!("database work timed out after {} s", WORK_TIMEOUT.as_secs()),
+                started,
+            );
+        }
+    };
+    let elapsed = started.elapsed();
+    let duplicates: Vec<(usize, &TicketEvent, Origin)> = works
+        .iter()
+        .zip(&outcomes)
+        .enumerate()
+        .filter_map(|(i, (work, outcome))| match (work, outcome) {
+            (Work::Event { event, origin }, BatchOutcome::AlreadyApplied) => {
+                Some((i, event, *origin))
+            }
+            _ => None,
+        })
+        .collect();
+    let pairs: Vec<(&TicketEvent, Origin)> = duplicates.iter().map(|(_, e, o)| (*e, *o)).collect();
+    let causes = match duplicates::classify_many(&pool, &pairs).await {
+        Ok(causes) => causes,
+        Err(error) => {
+            tracing::warn!(error = %crate::error_text::chain(&error), "could not classify duplicates");
+            vec![DuplicateCause::Unclassified; pairs.len()]
+        }
+    };
+    let mut executed: Vec<Executed> = outcomes
+        .into_iter()
+        .map(|outcome| Executed {
+            outcome: outcome.into(),
+            error: None,
+            duplicate: None,
+            elapsed,
+        })
+        .collect();
+    for ((index, event, origin), cause) in duplicates.into_iter().zip(causes) {
+        if cause == DuplicateCause::Conflicting {
+            warn_conflict(event, origin);
+        }
+        executed[index].duplicate = Some(cause);
+    }
+    executed
+}
+
+fn all_unknown(count: usize, error: String, started: Instant) -> Vec<Executed> {
+    let elapsed = started.elapsed();
+    (0..count)
+        .map(|_| Executed {
+            outcome: Outcome::Unknown,
+            error: Some(error.clone()),
+            duplicate: None,
+            elapsed,
+        })
+        .collect()
+}
+
+fn warn_conflict(event: &TicketEvent, origin: Origin) {
+    tracing::warn!(
+        event_id = %event.event_id,
+        partition = origin.partition,
+        offset = origin.offset,
+        "event id republished with a different payload (producer bug); the first one stays"
+    );
+}
+
 async fn classify(pool: &Pool, event: &TicketEvent, origin: Origin) -> DuplicateCause {
     match duplicates::classify(pool, event, origin).await {
         Ok(DuplicateCause::Conflicting) => {
-            tracing::warn!(
-                event_id = %event.event_id,
-                partition = origin.partition,
-                offset = origin.offset,
-                "event id republished with a different payload (producer bug); the first one stays"
-            );
+            warn_conflict(event, origin);
             DuplicateCause::Conflicting
         }
         Ok(cause) => cause,

@@ -2,16 +2,82 @@
 //! later `AlreadyApplied` can be told apart as a redelivery, a republish or a conflict.
 //! This runs after the §4 transaction and never changes its outcome.
 
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
 use super::{Origin, PgInboxError};
 use crate::actors::status::DuplicateCause;
 use crate::domain::TicketEvent;
 
-const FIRST_SEEN: &str = "SELECT i.first_partition, i.first_offset, \
+const FIRST_SEEN: &str = "SELECT i.event_id, i.first_partition, i.first_offset, \
             h.ticket_id, h.from_status, h.to_status, h.changed_at \
      FROM inbox i LEFT JOIN history_events h ON h.event_id = i.event_id \
-     WHERE i.event_id = $1";
+     WHERE i.event_id = ANY($1)";
+
+/// What the database remembers of an event id.
+struct FirstSeen {
+    partition: Option<i32>,
+    offset: Option<i64>,
+    stored: Option<(String, String, String, DateTime<Utc>)>,
+}
+
+/// The cause, from where the event was first seen and what was stored then (pure).
+fn cause(first: Option<&FirstSeen>, event: &TicketEvent, origin: Origin) -> DuplicateCause {
+    let Some(first) = first else {
+        return DuplicateCause::Unclassified;
+    };
+    if (first.partition, first.offset) == (Some(origin.partition), Some(origin.offset)) {
+        return DuplicateCause::Redelivery;
+    }
+    let same_payload = first.stored.as_ref().is_some_and(|(ticket, from, to, at)| {
+        *ticket == event.ticket_id
+            && *from == event.from_status
+            && *to == event.to_status
+            && *at == event.changed_at
+    });
+    if same_payload {
+        DuplicateCause::Republish
+    } else {
+        DuplicateCause::Conflicting
+    }
+}
+
+/// Classifies duplicates of several events in one query, in the order given.
+pub async fn classify_many(
+    pool: &Pool,
+    duplicates: &[(&TicketEvent, Origin)],
+) -> Result<Vec<DuplicateCause>, PgInboxError> {
+    if duplicates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let client = pool.get().await.map_err(PgInboxError::Pool)?;
+    let statement = client.prepare_cached(FIRST_SEEN).await?;
+    let ids: Vec<&str> = duplicates
+        .iter()
+        .map(|(e, _)| e.event_id.as_str())
+        .collect();
+    let mut seen: HashMap<String, FirstSeen> = HashMap::new();
+    for row in client.query(&statement, &[&ids]).await? {
+        let stored = match (row.get(3), row.get(4), row.get(5), row.get(6)) {
+            (Some(ticket), Some(from), Some(to), Some(at)) => Some((ticket, from, to, at)),
+            _ => None,
+        };
+        seen.insert(
+            row.get(0),
+            FirstSeen {
+                partition: row.get(1),
+                offset: row.get(2),
+                stored,
+            },
+        );
+    }
+    Ok(duplicates
+        .iter()
+        .map(|(event, origin)| cause(seen.get(&event.event_id), event, *origin))
+        .collect())
+}
 
 /// Classifies a duplicate of `event` delivered at `origin`.
 pub async fn classify(
@@ -19,31 +85,55 @@ pub async fn classify(
     event: &TicketEvent,
     origin: Origin,
 ) -> Result<DuplicateCause, PgInboxError> {
-    let client = pool.get().await.map_err(PgInboxError::Pool)?;
-    let statement = client.prepare_cached(FIRST_SEEN).await?;
-    let Some(row) = client.query_opt(&statement, &[&event.event_id]).await? else {
-        return Ok(DuplicateCause::Unclassified);
+    Ok(classify_many(pool, &[(event, origin)])
+        .await?
+        .pop()
+        .unwrap_or(DuplicateCause::Unclassified))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::story::event_900;
+
+    const AT_7: Origin = Origin {
+        partition: 0,
+        offset: 7,
     };
-    let first = (row.get::<_, Option<i32>>(0), row.get::<_, Option<i64>>(1));
-    if first == (Some(origin.partition), Some(origin.offset)) {
-        return Ok(DuplicateCause::Redelivery);
+    const AT_8: Origin = Origin {
+        partition: 0,
+        offset: 8,
+    };
+
+    fn first_at_7() -> FirstSeen {
+        let e = event_900();
+        FirstSeen {
+            partition: Some(0),
+            offset: Some(7),
+            stored: Some((e.ticket_id, e.from_status, e.to_status, e.changed_at)),
+        }
     }
-    let stored = (
-        row.get::<_, Option<String>>(2),
-        row.get::<_, Option<String>>(3),
-        row.get::<_, Option<String>>(4),
-        row.get::<_, Option<chrono::DateTime<chrono::Utc>>>(5),
-    );
-    let same_payload = stored
-        == (
-            Some(event.ticket_id.clone()),
-            Some(event.from_status.clone()),
-            Some(event.to_status.clone()),
-            Some(event.changed_at),
+
+    #[test]
+    fn the_same_place_is_a_redelivery_another_a_republish_or_a_conflict() {
+        let first = first_at_7();
+        assert_eq!(
+            cause(Some(&first), &event_900(), AT_7),
+            DuplicateCause::Redelivery
         );
-    Ok(if same_payload {
-        DuplicateCause::Republish
-    } else {
-        DuplicateCause::Conflicting
-    })
+        assert_eq!(
+            cause(Some(&first), &event_900(), AT_8),
+            DuplicateCause::Republish
+        );
+        let mut changed = event_900();
+        changed.to_status = "closed".into();
+        assert_eq!(
+            cause(Some(&first), &changed, AT_8),
+            DuplicateCause::Conflicting
+        );
+        assert_eq!(
+            cause(None, &event_900(), AT_8),
+            DuplicateCause::Unclassified
+        );
+    }
 }

@@ -4,6 +4,7 @@
 mod admin;
 mod app;
 mod batch;
+mod batching;
 mod browser;
 mod consumer;
 mod demo;

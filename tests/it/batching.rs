@@ -1,0 +1,112 @@
+//! Batched processing in the running consumer: per-event outcomes, isolation of a bad record
+//! through the one-event path, and B = 1 as the plain SPEC §4 contract.
+
+use std::time::Duration;
+
+use history_consumer::actors::status::DuplicateCause;
+
+use crate::app::{spawn_app_with, test_settings};
+use crate::helpers::{test_database, unique_name, wait_for};
+use crate::kafka::{TestKafka, numbered_event};
+
+#[actix_web::test]
+async fn a_failing_batch_is_isolated_record_by_record_so_one_bad_row_blocks_only_itself() {
+    let db = test_database().await;
+    // The database refuses one event id: any transaction holding it fails.
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.event_id = 'event-25' THEN RAISE EXCEPTION 'poison row %', NEW.event_id; END IF; \
+             RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_poison BEFORE INSERT ON history_events \
+             FOR EACH ROW EXECUTE FUNCTION refuse_poison();",
+        )
+        .await
+        .unwrap();
+    let kafka = TestKafka::start(1);
+    let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
+    settings.runtime.batch_size = 64;
+    settings.runtime.batch_linger = Duration::from_millis(50);
+    let app = spawn_app_with(settings).await;
+    app.wait_assigned(1).await;
+    let producer = kafka.producer();
+    for i in 0..50 {
+        kafka.send(&producer, None, "k", &numbered_event(i)).await;
+    }
+    // Everything but the poison row resolves; the watermark stops right before it.
+    let view = wait_for(
+        Duration::from_secs(30),
+        "all but the poison row to resolve",
+        || async {
+            let view = app.partition(0).await?;
+            let applied = view.actor.as_ref()?.counts.applied;
+            (applied == 49).then_some(view)
+        },
+    )
+    .await;
+    let actor = view.actor.unwrap();
+    assert_eq!(actor.backlog.len(), 1);
+    assert_eq!(actor.backlog[0].event_id.as_deref(), Some("event-25"));
+    assert!(
+        actor.backlog[0].last_error.contains("poison row"),
+        "{}",
+        actor.backlog[0].last_error
+    );
+    assert_eq!(view.checkpoint.unwrap().watermark, Some(25));
+    assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 49);
+
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute("DROP TRIGGER refuse_poison ON history_events")
+        .await
+        .unwrap();
+    app.wait_committed(&kafka, &[50]).await;
+    assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 50);
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn one_record_per_transaction_gives_the_same_rows_and_causes_as_batches() {
+    for batch_size in [1, 128] {
+        let db = test_database().await;
+        let kafka = TestKafka::start(2);
+        let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
+        settings.runtime.batch_size = batch_size;
+        let app = spawn_app_with(settings).await;
+        app.wait_assigned(2).await;
+        let producer = kafka.producer();
+        for i in 0..600 {
+            // Every sixth record republishes the one before it (sent to the other partition).
+            let n = if i % 6 == 5 { i - 1 } else { i };
+            kafka
+                .send(&producer, Some((i % 2) as i32), "k", &numbered_event(n))
+                .await;
+        }
+        let ends = kafka.ends().await;
+        app.wait_committed(&kafka, &ends).await;
+        assert_eq!(
+            db.scalar("SELECT count(*) FROM history_events").await,
+            500,
+            "B = {batch_size}"
+        );
+        let status = app.status().await;
+        let republished: u64 = status
+            .partitions
+            .iter()
+            .map(|p| {
+                p.actor
+                    .as_ref()
+                    .unwrap()
+                    .counts
+                    .duplicates_of(DuplicateCause::Republish)
+            })
+            .sum();
+        assert_eq!(republished, 100, "B = {batch_size}");
+        app.shutdown().await;
+    }
+}
