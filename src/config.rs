@@ -34,6 +34,68 @@ pub enum Command {
     /// the consumer with its admin UI, and traffic with duplicates, malformed records and
     /// database outages.
     Demo(DemoArgs),
+    /// Publish generated ticket events to a real Kafka topic (load generator): a number of
+    /// events, or a rate for a duration, with republished duplicates and malformed records.
+    Produce(ProduceArgs),
+}
+
+/// Options of `produce`.
+#[derive(Debug, Clone, Args)]
+pub struct ProduceArgs {
+    /// Kafka bootstrap servers, comma separated.
+    #[arg(long, env = "HISTORY_KAFKA_BROKERS", default_value = "localhost:9092")]
+    pub brokers: String,
+    /// The topic to publish to.
+    #[arg(long, env = "HISTORY_KAFKA_TOPIC", default_value = "tickets.status.v1")]
+    pub topic: String,
+    /// A librdkafka producer property as key=value (repeatable).
+    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
+    pub kafka_options: Vec<(String, String)>,
+    /// Records to publish (ignored with --rate).
+    #[arg(long, default_value_t = 10_000)]
+    pub events: u64,
+    /// Publish this many records per second for --duration seconds instead of --events.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate: Option<u32>,
+    /// Seconds to publish for, with --rate.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: u64,
+    /// Tickets the events are spread over (the record key is the ticket id).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tickets: u64,
+    /// Share of records that republish an already acknowledged event (outbox-style).
+    #[arg(long, default_value_t = 0.05)]
+    pub duplicates: f64,
+    /// Share of records that are malformed (and must end up in dead_letters).
+    #[arg(long, default_value_t = 0.01)]
+    pub malformed: f64,
+    /// Event ids start with `evt-<run-id>-`; default: random, so runs never collide.
+    #[arg(long)]
+    pub run_id: Option<String>,
+}
+
+impl ProduceArgs {
+    /// Checks the shares; the error names the flag.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, share) in [
+            ("--duplicates", self.duplicates),
+            ("--malformed", self.malformed),
+        ] {
+            if !(0.0..=1.0).contains(&share) {
+                return Err(ConfigError::new(
+                    key,
+                    format!("{share} is not a share between 0 and 1"),
+                ));
+            }
+        }
+        if self.duplicates + self.malformed > 1.0 {
+            return Err(ConfigError::new(
+                "--duplicates / --malformed",
+                "together they exceed 1: no room for fresh events",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Options of `demo`; with none, it runs until Ctrl-C.
@@ -244,6 +306,7 @@ impl Cli {
         match (&self.log, &self.command) {
             (Some(filter), _) => filter,
             (None, Command::Demo(_)) => "error",
+            (None, Command::Produce(_)) => "warn",
             (None, _) => "info",
         }
     }

@@ -16,6 +16,7 @@
 //! - [`demo`]: `history-consumer demo`, the whole product with an embedded Kafka and traffic.
 //! - [`db`]: connection pools to the service's database.
 //! - [`pg_cluster`]: a throwaway PostgreSQL server for tests, `demo` and `bench`.
+//! - [`produce`]: `history-consumer produce`, a load generator for a real Kafka.
 //! - [`error_text`]: one-line rendering of an error with its causes.
 
 pub mod actors;
@@ -31,6 +32,7 @@ pub mod inbox;
 pub mod kafka;
 pub mod metrics;
 pub mod pg_cluster;
+pub mod produce;
 pub mod startup;
 pub mod stuck;
 pub mod watermark;

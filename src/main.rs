@@ -24,6 +24,9 @@ fn main() -> anyhow::Result<()> {
                     .await?;
             }
             Command::Demo(args) => history_consumer::demo::run(args).await?,
+            Command::Produce(args) => {
+                history_consumer::produce::run(args).await?;
+            }
             Command::Migrate(args) => {
                 let pool = history_consumer::db::pool(&args.database_url, 1)?;
                 let report = history_consumer::db::migrate_pool(&pool).await?;

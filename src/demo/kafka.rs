@@ -64,13 +64,21 @@ pub struct Landed {
 #[derive(Clone)]
 pub struct Publisher {
     producer: FutureProducer,
+    topic: Rc<str>,
     sent: Rc<RefCell<Sent>>,
 }
 
 impl Publisher {
+    /// A publisher to the demo topic.
     pub fn new(producer: FutureProducer) -> Publisher {
+        Publisher::to_topic(producer, TOPIC)
+    }
+
+    /// A publisher to any topic (the `produce` command).
+    pub fn to_topic(producer: FutureProducer, topic: &str) -> Publisher {
         Publisher {
             producer,
+            topic: Rc::from(topic),
             sent: Rc::default(),
         }
     }
@@ -86,7 +94,7 @@ impl Publisher {
         let deliveries: Vec<_> = records
             .iter()
             .map(|record| {
-                let future = FutureRecord::to(TOPIC)
+                let future = FutureRecord::to(&self.topic)
                     .key(&record.key)
                     .payload(&record.payload);
                 self.producer
@@ -123,7 +131,7 @@ impl Publisher {
             }
             Err(error) => {
                 sent.tally.failed += 1;
-                tracing::warn!(key = %record.key, error = %error, "demo record not delivered");
+                tracing::warn!(key = %record.key, error = %error, "record not delivered");
                 None
             }
         }

@@ -7,7 +7,7 @@
 
 mod database;
 mod hiccup;
-mod kafka;
+pub(crate) mod kafka;
 mod load;
 mod report;
 mod story;

@@ -15,5 +15,6 @@ mod inbox;
 mod kafka;
 mod migrations;
 mod process;
+mod produce;
 mod resilience;
 mod webdriver;
