@@ -34,40 +34,6 @@ impl Database {
     }
 }
 
-/// One row of `history_events`.
-#[derive(Debug, Clone)]
-pub struct HistoryRow {
-    pub event_id: String,
-    pub from_status: String,
-    pub to_status: String,
-    pub changed_at: chrono::DateTime<chrono::Utc>,
-}
-
-const TICKET_HISTORY: &str = "SELECT event_id, from_status, to_status, changed_at \
-     FROM history_events WHERE ticket_id = $1 ORDER BY changed_at, event_id";
-
-/// What the projection holds for one ticket, in time order.
-pub async fn ticket_history(pool: &Pool, ticket_id: &str) -> Result<Vec<HistoryRow>, DemoError> {
-    let client = pool.get().await.map_err(DemoError::Pool)?;
-    let statement = client
-        .prepare_cached(TICKET_HISTORY)
-        .await
-        .map_err(DemoError::Query)?;
-    let rows = client
-        .query(&statement, &[&ticket_id])
-        .await
-        .map_err(DemoError::Query)?;
-    Ok(rows
-        .iter()
-        .map(|row| HistoryRow {
-            event_id: row.get(0),
-            from_status: row.get(1),
-            to_status: row.get(2),
-            changed_at: row.get(3),
-        })
-        .collect())
-}
-
 const COUNT_ROWS: &str = "SELECT count(*) FROM history_events \
      WHERE starts_with(event_id, $1) OR event_id = ANY($2)";
 

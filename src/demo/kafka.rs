@@ -21,7 +21,7 @@ pub const PARTITIONS: i32 = 4;
 /// The embedded broker with the demo topic.
 pub struct EmbeddedKafka {
     // Kept alive: the broker exists as long as this value does.
-    _cluster: MockCluster<'static, DefaultProducerContext>,
+    pub(crate) _cluster: MockCluster<'static, DefaultProducerContext>,
     pub brokers: String,
 }
 

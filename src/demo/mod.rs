@@ -67,6 +67,8 @@ pub enum DemoError {
     Query(#[source] tokio_postgres::Error),
     #[error("no database connection: {}", chain(.0))]
     Pool(#[source] deadpool_postgres::PoolError),
+    #[error("database query failed: {0}")]
+    Inbox(#[source] crate::inbox::PgInboxError),
     #[error(transparent)]
     Startup(StartupError),
     #[error("the embedded kafka did not take {0}")]

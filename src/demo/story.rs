@@ -10,10 +10,11 @@ use crate::domain::story::{event_900, event_901};
 use crate::startup::AppHandle;
 
 use super::DemoError;
-use super::database::{count_rows, ticket_history};
+use super::database::count_rows;
 use super::kafka::Publisher;
 use super::report::Progress;
 use super::traffic::PlannedRecord;
+use crate::admin::queries::ticket_history;
 
 /// How long the story may take, joining the consumer group included.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -33,7 +34,10 @@ pub async fn play(publisher: &Publisher, app: &AppHandle) -> Result<(), DemoErro
     publish(publisher, &second, false, "published").await?;
     let progress = wait_until_stored(app).await?;
     println!("   history_events for ticket-42, by changed_at:");
-    for row in ticket_history(&app.pool, &first.ticket_id).await? {
+    for row in ticket_history(&app.pool, &first.ticket_id)
+        .await
+        .map_err(DemoError::Inbox)?
+    {
         println!(
             "     {:<18} {:>8} -> {:<8} {}",
             row.event_id,

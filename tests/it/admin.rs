@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::app::{TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::helpers::{test_database, unique_name, wait_for};
 use crate::http::{get, post_form, request};
-use crate::kafka::{TestKafka, payload};
+use crate::kafka::{TestKafka, payload, story_900, story_901};
 
 const TOKEN: &str = "test-admin-token";
 
@@ -57,20 +57,7 @@ async fn sign_in(addr: &str, partition: i32) -> (String, String) {
 
 async fn story(kafka: &TestKafka) {
     let producer = kafka.producer();
-    let e900 = payload(
-        "event-ticket-900",
-        "ticket-42",
-        "open",
-        "resolved",
-        "2026-10-03T08:00:00Z",
-    );
-    let e901 = payload(
-        "event-ticket-901",
-        "ticket-42",
-        "resolved",
-        "closed",
-        "2026-10-03T08:01:00Z",
-    );
+    let (e900, e901) = (story_900(), story_901());
     kafka.send(&producer, Some(0), "ticket-42", &e900).await;
     kafka.send(&producer, Some(0), "ticket-42", &e900).await;
     kafka.send(&producer, Some(0), "ticket-42", &e901).await;

@@ -84,6 +84,17 @@ impl TestApp {
             .find(|p| p.partition == partition)
     }
 
+    /// Duplicates of `cause` counted over every partition this instance owns.
+    pub async fn duplicates(&self, cause: history_consumer::actors::status::DuplicateCause) -> u64 {
+        self.status()
+            .await
+            .partitions
+            .iter()
+            .filter_map(|p| p.actor.as_ref())
+            .map(|a| a.counts.duplicates_of(cause))
+            .sum()
+    }
+
     /// Waits until this instance owns `count` partitions.
     pub async fn wait_assigned(&self, count: usize) {
         wait_for(

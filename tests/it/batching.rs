@@ -94,18 +94,7 @@ async fn one_record_per_transaction_gives_the_same_rows_and_causes_as_batches() 
             500,
             "B = {batch_size}"
         );
-        let status = app.status().await;
-        let republished: u64 = status
-            .partitions
-            .iter()
-            .map(|p| {
-                p.actor
-                    .as_ref()
-                    .unwrap()
-                    .counts
-                    .duplicates_of(DuplicateCause::Republish)
-            })
-            .sum();
+        let republished = app.duplicates(DuplicateCause::Republish).await;
         assert_eq!(republished, 100, "B = {batch_size}");
         app.shutdown().await;
     }

@@ -8,7 +8,7 @@ use history_consumer::actors::status::DuplicateCause;
 
 use crate::app::spawn_app;
 use crate::helpers::{test_database, wait_for};
-use crate::kafka::{TestKafka, payload};
+use crate::kafka::{TestKafka, payload, story_900, story_901};
 
 #[actix_web::test]
 async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end() {
@@ -18,20 +18,7 @@ async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_
     app.wait_assigned(1).await;
 
     let producer = kafka.producer();
-    let e900 = payload(
-        "event-ticket-900",
-        "ticket-42",
-        "open",
-        "resolved",
-        "2026-10-03T08:00:00Z",
-    );
-    let e901 = payload(
-        "event-ticket-901",
-        "ticket-42",
-        "resolved",
-        "closed",
-        "2026-10-03T08:01:00Z",
-    );
+    let (e900, e901) = (story_900(), story_901());
     let first = kafka.send(&producer, None, "ticket-42", &e900).await;
     let again = kafka.send(&producer, None, "ticket-42", &e900).await;
     kafka.send(&producer, None, "ticket-42", &e901).await;

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::app::{TestApp, spawn_app_with, test_settings};
 use crate::helpers::{test_database, unique_name, wait_for};
 use crate::http::get;
-use crate::kafka::{TestKafka, numbered_event, payload};
+use crate::kafka::{TestKafka, numbered_event, story_900};
 
 const COMPOSE_FILE: &str = "docker-compose.yml";
 const DASHBOARD: &str = "dashboards/history-consumer.json";
@@ -609,13 +609,7 @@ async fn every_metric_the_dashboard_and_the_rules_query_is_exported_by_a_live_se
     // A story that creates every labelled series: applied, a republished duplicate, a dead
     // letter, and a partition whose fetching pauses (paused by the operator, queue full).
     let producer = kafka.producer();
-    let e900 = payload(
-        "event-ticket-900",
-        "ticket-42",
-        "open",
-        "resolved",
-        "2026-10-03T08:00:00Z",
-    );
+    let e900 = story_900();
     kafka.send(&producer, Some(0), "ticket-42", &e900).await;
     kafka.send(&producer, Some(0), "ticket-42", &e900).await;
     kafka.send(&producer, Some(0), "k", b"not json").await;

@@ -144,3 +144,17 @@ pub fn numbered_event(i: usize) -> Vec<u8> {
         "2026-10-03T08:00:00Z",
     )
 }
+
+/// The source document's `event-ticket-900` as its producer sends it.
+pub fn story_900() -> Vec<u8> {
+    history_consumer::domain::story::event_900()
+        .to_json()
+        .into_bytes()
+}
+
+/// The source document's `event-ticket-901`.
+pub fn story_901() -> Vec<u8> {
+    history_consumer::domain::story::event_901()
+        .to_json()
+        .into_bytes()
+}

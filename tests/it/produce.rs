@@ -69,19 +69,7 @@ async fn produced_events_duplicates_and_malformed_records_end_up_where_they_belo
         db.scalar("SELECT count(*) FROM dead_letters").await,
         malformed as i64
     );
-    let counted: u64 = app
-        .status()
-        .await
-        .partitions
-        .iter()
-        .map(|p| {
-            p.actor
-                .as_ref()
-                .unwrap()
-                .counts
-                .duplicates_of(DuplicateCause::Republish)
-        })
-        .sum();
+    let counted = app.duplicates(DuplicateCause::Republish).await;
     assert_eq!(counted, republished);
     app.shutdown().await;
 }

@@ -1,0 +1,196 @@
+//! The benchmark's PostgreSQL: a throwaway cluster with production's durability (fsync on), one
+//! fresh database per run, or the database `--database-url` names (runs then share it and are
+//! told apart by their event-id prefixes). Also ceiling 2: the database alone, the same batched
+//! inbox transactions issued directly.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Pool;
+
+use super::BenchError;
+use crate::domain::TicketEvent;
+use crate::inbox::Origin;
+use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
+use crate::pg_cluster::{ClusterOptions, TempCluster, find_binaries};
+
+/// Where the runs' databases come from.
+pub struct Databases {
+    cluster: Option<TempCluster>,
+    url: Option<String>,
+}
+
+impl Databases {
+    /// Uses `url`, or starts a durable throwaway cluster.
+    pub async fn prepare(url: Option<String>) -> Result<Databases, BenchError> {
+        if url.is_some() {
+            return Ok(Databases { cluster: None, url });
+        }
+        let options = ClusterOptions {
+            durable: true,
+            ..ClusterOptions::default()
+        };
+        // initdb and waiting for the server take seconds: keep them off the actix thread.
+        let cluster = tokio::task::spawn_blocking(move || TempCluster::start(options))
+            .await
+            .map_err(BenchError::Task)??;
+        Ok(Databases {
+            cluster: Some(cluster),
+            url: None,
+        })
+    }
+
+    /// A database for one run: a new one of the throwaway cluster, else the given one.
+    pub async fn fresh(&self, name: &str) -> Result<String, BenchError> {
+        match (&self.cluster, &self.url) {
+            (Some(cluster), _) => cluster
+                .create_database(name)
+                .await
+                .map_err(BenchError::Query),
+            (None, Some(url)) => Ok(url.clone()),
+            (None, None) => unreachable!("prepared with a cluster or a URL"),
+        }
+    }
+
+    /// Whether the benchmark owns the server (and so may stop it).
+    pub fn owns_cluster(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    /// The throwaway cluster's directory.
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.cluster.as_ref().map(TempCluster::dir)
+    }
+
+    /// The server's version: `postgres --version` of the binaries the cluster runs, or the
+    /// server's own `version()` behind `--database-url`.
+    pub async fn postgres_version(&self) -> String {
+        if self.cluster.is_some() {
+            let version = find_binaries().ok().and_then(|bin| {
+                let output = std::process::Command::new(bin.join("postgres"))
+                    .arg("--version")
+                    .output()
+                    .ok()?;
+                Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+            });
+            return version.unwrap_or_else(|| "unknown".into());
+        }
+        let url = self.url.clone().unwrap_or_default();
+        let asked = async {
+            let pool = crate::db::pool(&url, 1).ok()?;
+            let client = pool.get().await.ok()?;
+            let row = client.query_one("SELECT version()", &[]).await.ok()?;
+            Some(row.get::<_, String>(0))
+        };
+        asked.await.unwrap_or_else(|| "unknown".into())
+    }
+
+    /// Stops the server (fast shutdown, clients disconnected), keeping its data.
+    pub async fn stop(&mut self) -> Result<(), BenchError> {
+        self.with_cluster(TempCluster::stop).await
+    }
+
+    /// Starts the stopped server again.
+    pub async fn restart(&mut self) -> Result<(), BenchError> {
+        self.with_cluster(TempCluster::restart).await
+    }
+
+    async fn with_cluster(
+        &mut self,
+        action: fn(&mut TempCluster) -> Result<(), crate::pg_cluster::ClusterError>,
+    ) -> Result<(), BenchError> {
+        let Some(mut cluster) = self.cluster.take() else {
+            return Ok(());
+        };
+        // Stopping and starting PostgreSQL blocks for a while.
+        let (cluster, result) = tokio::task::spawn_blocking(move || {
+            let result = action(&mut cluster);
+            (cluster, result)
+        })
+        .await
+        .map_err(BenchError::Task)?;
+        self.cluster = Some(cluster);
+        Ok(result?)
+    }
+
+    /// Stops the throwaway cluster and removes its data.
+    pub async fn close(mut self) {
+        if let Some(cluster) = self.cluster.take() {
+            let _ = tokio::task::spawn_blocking(move || drop(cluster)).await;
+        }
+    }
+}
+
+const COUNT_ROWS: &str = "SELECT count(*) FROM history_events WHERE starts_with(event_id, $1)";
+
+/// Rows of the events whose id starts with `prefix`.
+pub async fn count_rows(pool: &Pool, prefix: &str) -> Result<u64, BenchError> {
+    let client = pool.get().await.map_err(BenchError::Pool)?;
+    let statement = client
+        .prepare_cached(COUNT_ROWS)
+        .await
+        .map_err(BenchError::Query)?;
+    let row = client
+        .query_one(&statement, &[&prefix])
+        .await
+        .map_err(BenchError::Query)?;
+    Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+}
+
+/// What the database alone did.
+#[derive(Debug, Clone, Copy)]
+pub struct Ceiling {
+    pub records: u64,
+    pub applied: u64,
+    pub elapsed: Duration,
+}
+
+/// Ceiling 2: each share (one partition's records, in offset order) resolved by its own task
+/// in batches of `batch_size` through [`process_batch`], all shares concurrently on a pool of
+/// one connection per share, into the migrated database at `url`.
+pub async fn ceiling(
+    url: &str,
+    shares: &[Vec<(TicketEvent, Origin)>],
+    batch_size: usize,
+) -> Result<Ceiling, BenchError> {
+    let pool = crate::db::pool(url, shares.len().max(1))?;
+    crate::db::migrate_pool(&pool).await?;
+    let started = Instant::now();
+    let applied = futures::future::try_join_all(
+        shares
+            .iter()
+            .map(|share| resolve_share(&pool, share, batch_size)),
+    )
+    .await?;
+    let elapsed = started.elapsed();
+    Ok(Ceiling {
+        records: shares.iter().map(|s| s.len() as u64).sum(),
+        applied: applied.into_iter().sum(),
+        elapsed,
+    })
+}
+
+async fn resolve_share(
+    pool: &Pool,
+    share: &[(TicketEvent, Origin)],
+    batch_size: usize,
+) -> Result<u64, BenchError> {
+    let mut applied = 0;
+    for chunk in share.chunks(batch_size.max(1)) {
+        let items: Vec<BatchItem<'_>> = chunk
+            .iter()
+            .map(|(event, origin)| BatchItem::Event {
+                event,
+                origin: *origin,
+            })
+            .collect();
+        let outcomes = process_batch(pool, &items)
+            .await
+            .map_err(BenchError::Batch)?;
+        applied += outcomes
+            .iter()
+            .filter(|o| **o == BatchOutcome::Applied)
+            .count() as u64;
+    }
+    Ok(applied)
+}

@@ -1,0 +1,89 @@
+//! The machine a benchmark ran on, as the report states it: cores, memory, CPU model, kernel,
+//! the PostgreSQL version and the filesystem its data lives on.
+
+use std::path::Path;
+
+use super::probe::status_kib;
+
+/// Facts about the machine; "unknown" where the system does not say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    pub cores: usize,
+    pub memory_bytes: Option<u64>,
+    pub cpu_model: String,
+    pub kernel: String,
+    pub postgres: String,
+    /// The filesystem type of the throwaway cluster's data directory (fsync costs differ).
+    pub data_filesystem: Option<String>,
+}
+
+impl Machine {
+    /// Describes this machine; `postgres` is the version line of the server used and
+    /// `data_dir` the throwaway cluster's directory, if the benchmark owns one.
+    pub fn describe(postgres: String, data_dir: Option<&Path>) -> Machine {
+        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+        Machine {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_bytes: status_kib(&read("/proc/meminfo"), "MemTotal:").map(|k| k * 1024),
+            cpu_model: cpu_model(&read("/proc/cpuinfo")).unwrap_or_else(|| "unknown".into()),
+            kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+            postgres,
+            data_filesystem: data_dir.and_then(|dir| filesystem_of(&read("/proc/mounts"), dir)),
+        }
+    }
+}
+
+/// The first `model name` of `/proc/cpuinfo`.
+fn cpu_model(cpuinfo: &str) -> Option<String> {
+    cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, model)| model.trim().to_owned())
+}
+
+/// The type of the filesystem mounted at the longest mount point above `path`.
+fn filesystem_of(mounts: &str, path: &Path) -> Option<String> {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_device, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            path.starts_with(point).then_some((point.len(), kind))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map(|(_, kind)| kind.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_model_is_the_first_model_name() {
+        let cpuinfo = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n\nprocessor\t: 1\nmodel name\t: other\n";
+        assert_eq!(
+            cpu_model(cpuinfo).as_deref(),
+            Some("Intel(R) Xeon(R) Processor")
+        );
+        assert_eq!(cpu_model(""), None);
+    }
+
+    #[test]
+    fn the_deepest_mount_point_names_the_filesystem() {
+        let mounts = "overlay / overlay rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n/dev/vda /data ext4 rw 0 0\n";
+        assert_eq!(
+            filesystem_of(mounts, Path::new("/tmp/history-pg-1")).as_deref(),
+            Some("tmpfs")
+        );
+        assert_eq!(
+            filesystem_of(mounts, Path::new("/var/lib")).as_deref(),
+            Some("overlay")
+        );
+        assert_eq!(
+            filesystem_of(mounts, Path::new("/database")).as_deref(),
+            Some("overlay")
+        );
+    }
+}
