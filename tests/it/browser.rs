@@ -82,6 +82,7 @@ async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_
     browser.screenshot(&artifact("overview-stuck.png")).await;
 
     browser.click("tr[data-partition='1'] a.partition").await;
+    browser.wait_for_element("#partition-state").await;
     assert_eq!(browser.text("#partition-state").await, "stuck");
     assert!(
         browser
@@ -96,13 +97,19 @@ async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_
 
     cluster.restart().expect("restart postgres");
     browser.click("#sign-in-to-act").await;
+    browser.wait_for_element("#token").await;
     browser.type_into("#token", "test-admin-token").await;
     browser.click("#sign-in").await;
+    // Signed in and back on the partition page, where the actions now are.
+    browser.wait_for_element("#retry-now").await;
     assert!(
-        browser.current_url().await.ends_with("/partitions/1"),
-        "back on the partition page"
+        browser
+            .current_url()
+            .await
+            .ends_with(&format!("{admin}/partitions/1"))
     );
     browser.click("#retry-now").await;
+    browser.wait_for_element("#flash").await;
     assert_eq!(browser.text("#flash").await, "retry now requested");
 
     wait_for(

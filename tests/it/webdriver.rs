@@ -119,6 +119,23 @@ impl Browser {
             .to_owned()
     }
 
+    /// Waits until an element matches (after a click that navigates, say).
+    pub async fn wait_for_element(&self, css: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(element) = self.find(css).await {
+                return element;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "no element matches {css} after 15 s in:\n{}",
+                    self.source().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn click(&self, css: &str) {
         let element = self.element(css).await;
         self.command("POST", &format!("/element/{element}/click"), &json!({}))

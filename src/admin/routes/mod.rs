@@ -1,0 +1,262 @@
+//! Handlers. Pages and their JSON twins read the monitor's overview and the database; actions
+//! are POST only and go through [`super::auth`]. Bad input gets a 4xx with a message, a
+//! database that is down a 503 — never a 500.
+//!
+//! Layout: [`pages`] (HTML), [`session`] (sign in and out), [`actions`] (operator actions),
+//! [`api`] (JSON); this file holds the shared plumbing and the health endpoints.
+
+mod actions;
+mod api;
+mod pages;
+mod session;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, ContentType};
+use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
+use askama::Template;
+use serde::Deserialize;
+
+use super::AdminState;
+use super::auth::{Denied, Principal};
+use super::pages::{
+    AuditView, BacklogView, DeadLetterView, DeadLettersPage, ErrorPage, HistoryView, Layout,
+    LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment, RecentView, RowView, TicketPage,
+    human_duration,
+};
+use super::queries::{self, DEAD_LETTERS_PER_PAGE, DeadLetterFilter};
+use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
+use crate::actors::monitor::{GetOverview, Overview};
+use crate::domain::{MAX_EVENT_ID_CHARS, RejectReason};
+
+pub(super) type State = web::Data<AdminState>;
+
+pub fn configure(config: &mut web::ServiceConfig) {
+    config
+        .service(healthz)
+        .service(readyz)
+        .service(metrics)
+        .service(pages::overview_page)
+        .service(pages::partition_rows)
+        .service(pages::partition_page)
+        .service(actions::partition_action)
+        .service(pages::dead_letters_page)
+        .service(pages::ticket_search)
+        .service(pages::ticket_page)
+        .service(session::login_form)
+        .service(session::login)
+        .service(session::logout)
+        .service(api::api_status)
+        .service(api::api_partition)
+        .service(actions::api_partition_action)
+        .service(api::api_dead_letters)
+        .service(api::api_ticket)
+        .service(api::api_actions)
+        .default_service(web::to(not_found));
+}
+
+pub(super) fn layout(
+    state: &AdminState,
+    request: &HttpRequest,
+    title: impl Into<String>,
+) -> Layout {
+    let session = state.auth.session(request);
+    Layout {
+        title: title.into(),
+        read_only: state.auth.read_only(),
+        signed_in: session.is_some(),
+        csrf: match session {
+            Some(Principal::Session { csrf, .. }) => csrf,
+            _ => String::new(),
+        },
+    }
+}
+
+pub(super) fn html(status: StatusCode, page: &impl Template) -> HttpResponse {
+    match page.render() {
+        Ok(body) => HttpResponse::build(status)
+            .content_type(ContentType::html())
+            .body(body),
+        Err(error) => {
+            tracing::error!(error = %error, "template rendering failed");
+            HttpResponse::ServiceUnavailable()
+                .content_type(ContentType::plaintext())
+                .body("the page could not be rendered\n")
+        }
+    }
+}
+
+pub(super) fn error_page(
+    state: &AdminState,
+    request: &HttpRequest,
+    status: StatusCode,
+    message: impl Into<String>,
+) -> HttpResponse {
+    let title = status.canonical_reason().unwrap_or("Error");
+    html(
+        status,
+        &ErrorPage {
+            layout: layout(state, request, title),
+            status: status.as_u16(),
+            message: message.into(),
+        },
+    )
+}
+
+pub(super) fn json_error(status: StatusCode, message: impl Into<String>) -> HttpResponse {
+    HttpResponse::build(status).json(serde_json::json!({ "error": message.into() }))
+}
+
+pub(super) fn denied_status(denied: &Denied) -> StatusCode {
+    match denied {
+        Denied::ReadOnly | Denied::Csrf => StatusCode::FORBIDDEN,
+        Denied::NotSignedIn | Denied::WrongToken => StatusCode::UNAUTHORIZED,
+    }
+}
+
+pub(super) fn parse_partition(text: &str) -> Result<i32, String> {
+    text.parse::<i32>().ok().filter(|p| *p >= 0).ok_or_else(|| {
+        format!(
+            "partition must be a non-negative integer, got {:?}",
+            truncate(text)
+        )
+    })
+}
+
+pub(super) fn parse_action(text: &str) -> Result<PartitionAction, String> {
+    match text {
+        "retry_now" => Ok(PartitionAction::RetryNow),
+        "pause" => Ok(PartitionAction::Pause),
+        "resume" => Ok(PartitionAction::Resume),
+        other => Err(format!(
+            "unknown action {:?}; the actions are retry_now, pause and resume",
+            truncate(other)
+        )),
+    }
+}
+
+pub(super) fn parse_ticket(text: &str) -> Result<String, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        Err("a ticket id is required".into())
+    } else if trimmed.chars().count() > MAX_EVENT_ID_CHARS {
+        Err(format!(
+            "a ticket id has at most {MAX_EVENT_ID_CHARS} characters"
+        ))
+    } else {
+        Ok(trimmed.to_owned())
+    }
+}
+
+pub(super) fn truncate(text: &str) -> String {
+    text.chars().take(64).collect()
+}
+
+pub(super) async fn overview_of(state: &AdminState) -> Option<Overview> {
+    state.monitor.send(GetOverview).await.ok().flatten()
+}
+
+/// A local redirect target only (no open redirect).
+pub(super) fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
+            path.to_owned()
+        }
+        _ => "/".to_owned(),
+    }
+}
+
+pub(super) fn see_other(location: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, location))
+        .finish()
+}
+
+pub(super) async fn not_found(state: State, request: HttpRequest) -> HttpResponse {
+    let message = format!("there is nothing at {}", truncate(request.path()));
+    if request.path().starts_with("/api/") {
+        json_error(StatusCode::NOT_FOUND, message)
+    } else {
+        error_page(&state, &request, StatusCode::NOT_FOUND, message)
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct DeadLetterQuery {
+    partition: Option<String>,
+    reason: Option<String>,
+    page: Option<String>,
+}
+
+impl DeadLetterQuery {
+    pub(super) fn filter(&self) -> Result<DeadLetterFilter, String> {
+        let partition = match self.partition.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => Some(parse_partition(text)?),
+        };
+        let reason = match self.reason.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => Some(
+                RejectReason::from_name(text)
+                    .ok_or_else(|| format!("unknown reason {:?}", truncate(text)))?
+                    .as_str()
+                    .to_owned(),
+            ),
+        };
+        let page = match self.page.as_deref().map(str::trim) {
+            None | Some("") => 1,
+            Some(text) => text
+                .parse::<i64>()
+                .ok()
+                .filter(|p| (1..=100_000).contains(p))
+                .ok_or_else(|| format!("page must be a number from 1, got {:?}", truncate(text)))?,
+        };
+        Ok(DeadLetterFilter {
+            partition,
+            reason,
+            page,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct CsrfForm {
+    pub(super) csrf: Option<String>,
+}
+
+// Health and metrics.
+
+/// The process is alive and serving HTTP.
+#[get("/healthz")]
+pub(super) async fn healthz() -> impl Responder {
+    HttpResponse::Ok()
+        .content_type(ContentType::plaintext())
+        .body("ok\n")
+}
+
+/// The database answers and the consumer joined its group (or owns partitions).
+#[get("/readyz")]
+pub(super) async fn readyz(state: State) -> impl Responder {
+    let database = match state.pool.get().await {
+        Ok(client) => client.simple_query("SELECT 1").await.is_ok(),
+        Err(_) => false,
+    };
+    let joined = state
+        .supervisor
+        .send(GetStatus)
+        .await
+        .map(|s| s.member_id.is_some() || !s.partitions.is_empty())
+        .unwrap_or(false);
+    let body = serde_json::json!({ "database": database, "group_joined": joined });
+    if database && joined {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}
+
+#[get("/metrics")]
+pub(super) async fn metrics(state: State) -> impl Responder {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(state.metrics.render())
+}

@@ -1,0 +1,71 @@
+//! Signing in with the admin token and out again.
+
+use super::*;
+
+#[derive(Deserialize)]
+pub(super) struct NextQuery {
+    next: Option<String>,
+}
+
+#[get("/login")]
+pub(super) async fn login_form(
+    state: State,
+    request: HttpRequest,
+    query: web::Query<NextQuery>,
+) -> HttpResponse {
+    html(
+        StatusCode::OK,
+        &LoginPage {
+            layout: layout(&state, &request, "Sign in"),
+            message: String::new(),
+            next: safe_next(query.next.as_deref()),
+        },
+    )
+}
+
+#[derive(Deserialize)]
+pub(super) struct LoginForm {
+    token: String,
+    next: Option<String>,
+}
+
+#[post("/login")]
+pub(super) async fn login(
+    state: State,
+    request: HttpRequest,
+    form: web::Form<LoginForm>,
+) -> HttpResponse {
+    let next = safe_next(form.next.as_deref());
+    match state.auth.sign_in(&form.token) {
+        Ok(cookie) => HttpResponse::SeeOther()
+            .insert_header((header::LOCATION, next))
+            .cookie(cookie)
+            .finish(),
+        Err(denied) => {
+            tracing::warn!(peer = ?request.peer_addr(), "admin sign-in refused");
+            html(
+                denied_status(&denied),
+                &LoginPage {
+                    layout: layout(&state, &request, "Sign in"),
+                    message: denied.to_string(),
+                    next,
+                },
+            )
+        }
+    }
+}
+
+#[post("/logout")]
+pub(super) async fn logout(
+    state: State,
+    request: HttpRequest,
+    form: web::Form<CsrfForm>,
+) -> HttpResponse {
+    if let Err(denied) = state.auth.authorize(&request, form.csrf.as_deref()) {
+        return error_page(&state, &request, denied_status(&denied), denied.to_string());
+    }
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/"))
+        .cookie(state.auth.sign_out(&request))
+        .finish()
+}
