@@ -19,7 +19,7 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info,history_consumer=debug`. Default:
-    /// `info`; `error` for `demo`, whose own output tells the story.
+    /// `info`; `error` for `demo` and `bench`, whose own output tells the story.
     #[arg(long, env = "HISTORY_LOG", global = true)]
     pub log: Option<String>,
 }
@@ -37,6 +37,10 @@ pub enum Command {
     /// Publish generated ticket events to a real Kafka topic (load generator): a number of
     /// events, or a rate for a duration, with republished duplicates and malformed records.
     Produce(ProduceArgs),
+    /// Measure throughput against the database's ceiling with nothing running: an embedded
+    /// Kafka, a throwaway PostgreSQL with fsync on, the consumer at several batch sizes, and
+    /// memory with the database down; prints a table and writes BENCHMARKS.md.
+    Bench(BenchArgs),
 }
 
 /// Options of `produce`.
@@ -121,6 +125,48 @@ pub struct DemoArgs {
     pub hiccup_every: u64,
 }
 
+/// Options of `bench`; the defaults are the documented benchmark.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Records published for each batch size (B = 1 gets at most 20,000), duplicates included.
+    #[arg(long, default_value_t = 200_000,
+          value_parser = clap::value_parser!(u64).range(100..=2_000_000))]
+    pub events: u64,
+    /// Partitions of each run's topic (the embedded broker keeps about 5 MiB per partition).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(i32).range(1..=64))]
+    pub partitions: i32,
+    /// Batch sizes to measure, comma separated; the last is the default B the targets are
+    /// about.
+    #[arg(long, value_delimiter = ',', default_value = "1,32,256",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch_sizes: Vec<u32>,
+    /// Use this existing PostgreSQL database instead of a throwaway cluster (the backlog phase,
+    /// which stops the database, is then skipped), e.g. postgres://user:pw@host/bench.
+    #[arg(long, hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Where to write the report (its hand-written notes section is kept).
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    pub output: std::path::PathBuf,
+    /// Share of records that republish an earlier event (0 to 0.5).
+    #[arg(long, default_value_t = 0.10, value_parser = parse_duplicate_share)]
+    pub duplicates: f64,
+    /// Records in the topic for the backlog phase with the database down (0 skips it).
+    #[arg(long, default_value_t = 120_000,
+          value_parser = clap::value_parser!(u64).range(0..=2_000_000))]
+    pub backlog_events: u64,
+    /// A short smoke run: 1 s of latency, a 4 s outage over --events records; the numbers
+    /// mean little.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+fn parse_duplicate_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if (0.0..=0.5).contains(&share) => Ok(share),
+        _ => Err(format!("expected a share between 0 and 0.5, got {text:?}")),
+    }
+}
+
 /// Where the Kafka topic is and which consumer group to join.
 #[derive(Debug, Clone, Args)]
 pub struct KafkaArgs {
@@ -190,6 +236,11 @@ pub struct TuningArgs {
     /// Records queued per partition between the Kafka driver and the partition actor.
     #[arg(long, env = "HISTORY_PARTITION_QUEUE", default_value_t = 1024)]
     pub partition_queue: usize,
+    /// Records the Kafka driver holds for a partition whose queue is full before it pauses
+    /// fetching the partition (a database outage); bounds memory with the queue and
+    /// --max-unresolved.
+    #[arg(long, env = "HISTORY_PARTITION_BUFFER", default_value_t = 8192)]
+    pub partition_buffer: usize,
     /// Records resolved together in one inbox transaction (1: one transaction per record,
     /// exactly the SPEC §4 contract).
     #[arg(long, env = "HISTORY_BATCH_SIZE", default_value_t = 256)]
@@ -295,6 +346,7 @@ pub struct RuntimeSettings {
     pub db_pool_size: usize,
     pub max_payload_bytes: usize,
     pub partition_queue: usize,
+    pub partition_buffer: usize,
     pub batch_size: usize,
     pub batch_linger: Duration,
     pub stuck: StuckRules,
@@ -305,7 +357,7 @@ impl Cli {
     pub fn log_filter(&self) -> &str {
         match (&self.log, &self.command) {
             (Some(filter), _) => filter,
-            (None, Command::Demo(_)) => "error",
+            (None, Command::Demo(_) | Command::Bench(_)) => "error",
             (None, Command::Produce(_)) => "warn",
             (None, _) => "info",
         }
@@ -325,6 +377,7 @@ impl Default for RuntimeSettings {
             db_pool_size: 16,
             max_payload_bytes: 256 * 1024,
             partition_queue: 1024,
+            partition_buffer: 8192,
             batch_size: 256,
             batch_linger: Duration::from_millis(2),
             stuck: StuckRules::default(),
@@ -359,6 +412,7 @@ impl Settings {
                 db_pool_size: tuning.db_pool_size,
                 max_payload_bytes: tuning.max_payload_bytes,
                 partition_queue: tuning.partition_queue,
+                partition_buffer: tuning.partition_buffer,
                 batch_size: tuning.batch_size,
                 batch_linger: Duration::from_millis(tuning.batch_linger_ms),
                 stuck: StuckRules {
@@ -454,6 +508,12 @@ impl Settings {
         if rt.db_pool_size == 0 {
             return Err(ConfigError::new(
                 "--db-pool-size / HISTORY_DB_POOL_SIZE",
+                "must be at least 1",
+            ));
+        }
+        if rt.partition_buffer == 0 {
+            return Err(ConfigError::new(
+                "--partition-buffer / HISTORY_PARTITION_BUFFER",
                 "must be at least 1",
             ));
         }

@@ -18,7 +18,7 @@ use crate::admin::auth::Auth;
 use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
 use crate::db::{self, DbError};
-use crate::kafka::{DriverCommand, HistoryContext, consumer_config, spawn_driver};
+use crate::kafka::{DriverCommand, HistoryContext, Limits, consumer_config, spawn_driver};
 use crate::metrics::Metrics;
 
 /// The service could not start.
@@ -180,7 +180,10 @@ impl Application {
         spawn_driver(
             self.consumer,
             self.commands,
-            runtime.partition_queue,
+            Limits {
+                queue: runtime.partition_queue,
+                buffer: runtime.partition_buffer,
+            },
             shutdown_deadline,
         )
         .map_err(StartupError::Thread)?;

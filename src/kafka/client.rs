@@ -22,7 +22,12 @@ pub fn consumer_config(kafka: &KafkaSettings, client_id: &str) -> ClientConfig {
         // High watermarks and committed offsets for the status page come from statistics.
         .set("statistics.interval.ms", "1000")
         // Prefetch is memory: keep it modest, the database is the bottleneck anyway.
-        .set("queued.max.messages.kbytes", "16384");
+        .set("queued.max.messages.kbytes", "16384")
+        // A resumed partition waits for the broker's outstanding long poll, and a partition
+        // whose prefetch queue was full waits fetch.queue.backoff.ms (1 s by default) before
+        // its next fetch: both stall a partition that pauses and resumes under load.
+        .set("fetch.wait.max.ms", "100")
+        .set("fetch.queue.backoff.ms", "20");
     for (key, value) in &kafka.options {
         config.set(key, value);
     }

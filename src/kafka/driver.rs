@@ -17,8 +17,22 @@ use super::context::{HistoryContext, Route};
 use crate::actors::messages::{CommitCompleted, DriverStopped, GapObserved, Record};
 
 const POLL_TIMEOUT: Duration = Duration::from_millis(50);
+/// The poll timeout while records wait in a stash, so they move on as soon as there is room.
+const POLL_TIMEOUT_STASHED: Duration = Duration::from_millis(2);
 /// How often the consumer's position is compared with the last delivered records.
 const GAP_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How many records the driver may hold for each partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Records handed to the partition actor and not yet taken up by it.
+    pub queue: usize,
+    /// Records held back by the driver while the queue is full; when this many wait, fetching
+    /// the partition pauses. Pausing makes librdkafka drop its prefetch and fetch again after
+    /// resuming, which is slow, so this buffer absorbs ordinary bursts and only a partition
+    /// that stays behind (a database outage) is paused.
+    pub buffer: usize,
+}
 
 /// What the actors ask of the driver thread.
 #[derive(Debug)]
@@ -33,14 +47,14 @@ pub enum DriverCommand {
 pub fn spawn_driver(
     consumer: BaseConsumer<HistoryContext>,
     commands: Receiver<DriverCommand>,
-    capacity: usize,
+    limits: Limits,
     shutdown_deadline: Duration,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("kafka-driver".into())
         .spawn(move || {
             let supervisor = consumer.context().supervisor.clone();
-            let result = drive(&consumer, &commands, capacity, shutdown_deadline);
+            let result = drive(&consumer, &commands, limits, shutdown_deadline);
             // Closing leaves the group; any partitions still assigned are revoked through the
             // context first. Done here, never on an actix thread: it blocks.
             drop(consumer);
@@ -53,7 +67,7 @@ pub fn spawn_driver(
 fn drive(
     consumer: &BaseConsumer<HistoryContext>,
     commands: &Receiver<DriverCommand>,
-    capacity: usize,
+    limits: Limits,
     shutdown_deadline: Duration,
 ) -> Result<(), String> {
     // librdkafka reports no result for a manual asynchronous commit (rust-rdkafka sets no
@@ -65,7 +79,7 @@ fn drive(
             .name("kafka-committer".into())
             .spawn_scoped(scope, move || committer(consumer, pending_jobs))
             .map_err(|e| format!("could not start the committer thread: {e}"))?;
-        poll_loop(consumer, commands, &jobs, capacity, shutdown_deadline);
+        poll_loop(consumer, commands, &jobs, limits, shutdown_deadline);
         Ok(())
     })
 }
@@ -74,7 +88,7 @@ fn poll_loop(
     consumer: &BaseConsumer<HistoryContext>,
     commands: &Receiver<DriverCommand>,
     jobs: &std::sync::mpsc::Sender<Vec<(i32, i64)>>,
-    capacity: usize,
+    limits: Limits,
     shutdown_deadline: Duration,
 ) {
     let context = consumer.context();
@@ -97,7 +111,7 @@ fn poll_loop(
         feed_stashed(
             consumer,
             &mut context.routes.lock().expect("routes lock"),
-            capacity,
+            limits,
         );
         if gaps_checked.elapsed() >= GAP_CHECK_INTERVAL {
             gaps_checked = Instant::now();
@@ -109,8 +123,19 @@ fn poll_loop(
                 return;
             }
         }
-        match consumer.poll(POLL_TIMEOUT) {
-            Some(Ok(message)) => route(consumer, message.detach(), capacity),
+        let stashed = context
+            .routes
+            .lock()
+            .expect("routes lock")
+            .values()
+            .any(|r| !r.stash.is_empty());
+        let timeout = if stashed {
+            POLL_TIMEOUT_STASHED
+        } else {
+            POLL_TIMEOUT
+        };
+        match consumer.poll(timeout) {
+            Some(Ok(message)) => route(consumer, message.detach(), limits),
             Some(Err(error)) => {
                 context.metrics.observe_kafka_error();
                 tracing::warn!(error = %error, "kafka consumer error");
@@ -153,7 +178,7 @@ fn committer(consumer: &BaseConsumer<HistoryContext>, jobs: Receiver<Vec<(i32, i
     }
 }
 
-fn route(consumer: &BaseConsumer<HistoryContext>, message: OwnedMessage, capacity: usize) {
+fn route(consumer: &BaseConsumer<HistoryContext>, message: OwnedMessage, limits: Limits) {
     let context = consumer.context();
     let mut routes = context.routes.lock().expect("routes lock");
     let partition = message.partition();
@@ -165,12 +190,12 @@ fn route(consumer: &BaseConsumer<HistoryContext>, message: OwnedMessage, capacit
         );
         return;
     };
-    if route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < capacity {
+    if route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < limits.queue {
         send(route, message);
         return;
     }
     route.stash.push_back(message);
-    if !route.paused {
+    if !route.paused && route.stash.len() >= limits.buffer {
         route.paused = set_paused(consumer, &context.topic, partition, true);
     }
 }
@@ -183,11 +208,11 @@ fn send(route: &mut Route, message: OwnedMessage) {
 fn feed_stashed(
     consumer: &BaseConsumer<HistoryContext>,
     routes: &mut BTreeMap<i32, Route>,
-    capacity: usize,
+    limits: Limits,
 ) {
     let topic = &consumer.context().topic;
     for (partition, route) in routes.iter_mut() {
-        while !route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < capacity {
+        while !route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < limits.queue {
             let message = route.stash.pop_front().expect("not empty");
             send(route, message);
         }

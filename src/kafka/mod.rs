@@ -7,4 +7,4 @@ pub mod driver;
 
 pub use client::consumer_config;
 pub use context::HistoryContext;
-pub use driver::{DriverCommand, spawn_driver};
+pub use driver::{DriverCommand, Limits, spawn_driver};

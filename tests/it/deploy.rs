@@ -602,6 +602,7 @@ async fn every_metric_the_dashboard_and_the_rules_query_is_exported_by_a_live_se
     let kafka = TestKafka::start(1);
     let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
     settings.runtime.partition_queue = 2;
+    settings.runtime.partition_buffer = 2;
     settings.runtime.batch_size = 2;
     let app = spawn_app_with(settings).await;
     app.wait_assigned(1).await;
@@ -623,7 +624,9 @@ async fn every_metric_the_dashboard_and_the_rules_query_is_exported_by_a_live_se
     exposition_with(&addr, "history_partition_fetch_paused{partition=\"0\"} 1").await;
     operator(&app, 0, PartitionAction::Resume).await;
     app.wait_committed(&kafka, &[11]).await;
-    let exposition = exposition_with(&addr, "history_partition_stuck{partition=\"0\"}").await;
+    exposition_with(&addr, "history_partition_stuck{partition=\"0\"}").await;
+    // Lag comes from librdkafka's statistics, once a second: wait for it too.
+    let exposition = exposition_with(&addr, "history_lag_records{partition=\"0\"}").await;
     let families = families(&exposition);
 
     let dashboard = dashboard();
@@ -857,6 +860,7 @@ async fn prometheus_evaluates_every_panel_and_alert_against_a_consumer_through_a
     };
     settings.runtime.max_unresolved = 10;
     settings.runtime.partition_queue = 4;
+    settings.runtime.partition_buffer = 4;
     settings.runtime.batch_size = 4;
     let app = spawn_app_with(settings).await;
     app.wait_assigned(3).await;
