@@ -14,6 +14,7 @@
 //! - [`admin`]: the HTTP server (health, JSON status, metrics); [`metrics`]: the registry.
 //! - [`config`]: the command line and the checked settings; [`startup`]: the wiring.
 //! - [`demo`]: `history-consumer demo`, the whole product with an embedded Kafka and traffic.
+//! - [`bench`]: `history-consumer bench`, throughput against the database's ceiling.
 //! - [`db`]: connection pools to the service's database.
 //! - [`pg_cluster`]: a throwaway PostgreSQL server for tests, `demo` and `bench`.
 //! - [`produce`]: `history-consumer produce`, a load generator for a real Kafka.
@@ -22,6 +23,7 @@
 pub mod actors;
 pub mod admin;
 pub mod backoff;
+pub mod bench;
 pub mod config;
 pub mod db;
 pub mod dead_letters;

@@ -24,6 +24,7 @@ fn main() -> anyhow::Result<()> {
                     .await?;
             }
             Command::Demo(args) => history_consumer::demo::run(args).await?,
+            Command::Bench(args) => history_consumer::bench::run(args).await?,
             Command::Produce(args) => {
                 history_consumer::produce::run(args).await?;
             }

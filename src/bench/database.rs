@@ -137,6 +137,25 @@ pub async fn count_rows(pool: &Pool, prefix: &str) -> Result<u64, BenchError> {
     Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
 }
 
+/// Fails the phase unless the rows of `prefix` are exactly the `unique` events published.
+pub async fn expect_rows(
+    pool: &Pool,
+    prefix: &str,
+    unique: u64,
+    phase: &str,
+) -> Result<(), BenchError> {
+    let rows = count_rows(pool, prefix).await?;
+    if rows == unique {
+        Ok(())
+    } else {
+        Err(BenchError::Mismatch {
+            phase: phase.to_owned(),
+            rows,
+            unique,
+        })
+    }
+}
+
 /// What the database alone did.
 #[derive(Debug, Clone, Copy)]
 pub struct Ceiling {

@@ -72,7 +72,8 @@ mod tests {
 
     #[test]
     fn the_deepest_mount_point_names_the_filesystem() {
-        let mounts = "overlay / overlay rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n/dev/vda /data ext4 rw 0 0\n";
+        let mounts =
+            "overlay / overlay rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n/dev/vda /data ext4 rw 0 0\n";
         assert_eq!(
             filesystem_of(mounts, Path::new("/tmp/history-pg-1")).as_deref(),
             Some("tmpfs")

@@ -195,7 +195,10 @@ mod tests {
         ];
         assert_eq!(latencies(&sent, &timeline), vec![ms(60), ms(100), ms(200)]);
         let latency = Latency::of(&latencies(&sent, &timeline), 10.0).unwrap();
-        assert_eq!((latency.p50, latency.p99, latency.records), (ms(100), ms(200), 3));
+        assert_eq!(
+            (latency.p50, latency.p99, latency.records),
+            (ms(100), ms(200), 3)
+        );
     }
 
     #[test]

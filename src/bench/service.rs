@@ -10,6 +10,7 @@ use tokio::time::MissedTickBehavior;
 
 use super::BenchError;
 use super::measure::CommitTimeline;
+use super::probe::CpuSnapshot;
 use crate::actors::messages::GetStatus;
 use crate::actors::status::ServiceStatus;
 use crate::config::{KafkaSettings, RuntimeSettings, Settings};
@@ -38,10 +39,14 @@ pub fn settings(brokers: &str, topic: &str, database_url: &str, batch_size: usiz
             brokers: brokers.to_owned(),
             topic: topic.to_owned(),
             group: format!("bench-{:08x}", rand::random::<u32>()),
-            // The mock cluster waits session.timeout.ms - 1 s before it completes a rebalance.
+            // The mock cluster waits session.timeout.ms - 1 s before it completes a rebalance,
+            // and answers a fetch that finds no records only after fetch.wait.max.ms, even when
+            // records arrive meanwhile (a real broker answers as soon as they do): with the
+            // default 500 ms, latency would measure the mock.
             options: vec![
                 ("session.timeout.ms".into(), "6000".into()),
                 ("heartbeat.interval.ms".into(), "500".into()),
+                ("fetch.wait.max.ms".into(), "10".into()),
             ],
         },
         database_url: database_url.to_owned(),
@@ -66,14 +71,22 @@ pub struct Service {
 impl Service {
     /// Builds the service (connecting to its database and migrating it) and runs it.
     pub async fn start(settings: Settings) -> Result<Service, BenchError> {
-        let app = Application::build(settings)
+        Ok(Service::run(Service::build(settings).await?))
+    }
+
+    /// Builds the service without running it yet.
+    pub async fn build(settings: Settings) -> Result<Application, BenchError> {
+        Application::build(settings)
             .await
-            .map_err(BenchError::Startup)?;
-        let handle = app.handle();
-        Ok(Service {
-            handle,
+            .map_err(BenchError::Startup)
+    }
+
+    /// Runs a built service.
+    pub fn run(app: Application) -> Service {
+        Service {
+            handle: app.handle(),
             task: actix_web::rt::spawn(app.run_until_stopped()),
-        })
+        }
     }
 
     /// The service's own pool on its database.
@@ -109,8 +122,8 @@ impl Service {
 /// What the status polls saw: the first fetch and every move of the committed offsets.
 pub struct Watch {
     pub timeline: CommitTimeline,
-    /// When a partition actor was first seen holding a record.
-    pub first_fetch: Option<Instant>,
+    /// When a partition actor was first seen holding a record, and the CPU times then.
+    pub first_fetch: Option<(Instant, CpuSnapshot)>,
 }
 
 impl Watch {
@@ -148,7 +161,7 @@ impl Watch {
             for view in &status.partitions {
                 let fetched = view.actor.as_ref().is_some_and(|a| a.last_offset.is_some());
                 if fetched && self.first_fetch.is_none() {
-                    self.first_fetch = Some(now);
+                    self.first_fetch = Some((now, CpuSnapshot::take()));
                 }
                 if let Some(committed) = view.checkpoint.as_ref().and_then(|c| c.committed) {
                     self.timeline.observe(now, view.partition, committed);

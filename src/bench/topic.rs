@@ -124,7 +124,11 @@ impl Topic {
     }
 
     /// Publishes `chunk`, noting when each record was handed over and where it landed.
-    async fn publish(&self, chunk: &[PlannedRecord], sent: &mut Vec<Sent>) -> Result<(), BenchError> {
+    async fn publish(
+        &self,
+        chunk: &[PlannedRecord],
+        sent: &mut Vec<Sent>,
+    ) -> Result<(), BenchError> {
         let at = Instant::now();
         let landed = self.publisher.publish(chunk).await;
         let missing = landed.iter().filter(|l| l.is_none()).count();

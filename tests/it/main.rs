@@ -4,6 +4,7 @@
 mod admin;
 mod app;
 mod batch;
+mod bench;
 mod batching;
 mod browser;
 mod consumer;
