@@ -236,11 +236,11 @@ pub struct TuningArgs {
     /// Records queued per partition between the Kafka driver and the partition actor.
     #[arg(long, env = "HISTORY_PARTITION_QUEUE", default_value_t = 1024)]
     pub partition_queue: usize,
-    /// Records the Kafka driver holds for a partition whose queue is full before it pauses
-    /// fetching the partition (a database outage); bounds memory with the queue and
-    /// --max-unresolved.
-    #[arg(long, env = "HISTORY_PARTITION_BUFFER", default_value_t = 8192)]
-    pub partition_buffer: usize,
+    /// MiB of records the Kafka driver may hold back, over all partitions, while their queues
+    /// are full; a partition holding its share pauses (a database outage). Bounds memory
+    /// together with --partition-queue and --max-unresolved.
+    #[arg(long, env = "HISTORY_FETCH_BUFFER_MB", default_value_t = 48)]
+    pub fetch_buffer_mb: usize,
     /// Records resolved together in one inbox transaction (1: one transaction per record,
     /// exactly the SPEC §4 contract).
     #[arg(long, env = "HISTORY_BATCH_SIZE", default_value_t = 256)]
@@ -346,7 +346,8 @@ pub struct RuntimeSettings {
     pub db_pool_size: usize,
     pub max_payload_bytes: usize,
     pub partition_queue: usize,
-    pub partition_buffer: usize,
+    /// Bytes the driver may hold back over all partitions (see `--fetch-buffer-mb`).
+    pub fetch_buffer_bytes: usize,
     pub batch_size: usize,
     pub batch_linger: Duration,
     pub stuck: StuckRules,
@@ -377,7 +378,7 @@ impl Default for RuntimeSettings {
             db_pool_size: 16,
             max_payload_bytes: 256 * 1024,
             partition_queue: 1024,
-            partition_buffer: 8192,
+            fetch_buffer_bytes: 48 << 20,
             batch_size: 256,
             batch_linger: Duration::from_millis(2),
             stuck: StuckRules::default(),
@@ -412,7 +413,7 @@ impl Settings {
                 db_pool_size: tuning.db_pool_size,
                 max_payload_bytes: tuning.max_payload_bytes,
                 partition_queue: tuning.partition_queue,
-                partition_buffer: tuning.partition_buffer,
+                fetch_buffer_bytes: tuning.fetch_buffer_mb << 20,
                 batch_size: tuning.batch_size,
                 batch_linger: Duration::from_millis(tuning.batch_linger_ms),
                 stuck: StuckRules {
@@ -511,9 +512,9 @@ impl Settings {
                 "must be at least 1",
             ));
         }
-        if rt.partition_buffer == 0 {
+        if rt.fetch_buffer_bytes == 0 {
             return Err(ConfigError::new(
-                "--partition-buffer / HISTORY_PARTITION_BUFFER",
+                "--fetch-buffer-mb / HISTORY_FETCH_BUFFER_MB",
                 "must be at least 1",
             ));
         }

@@ -182,7 +182,7 @@ impl Application {
             self.commands,
             Limits {
                 queue: runtime.partition_queue,
-                buffer: runtime.partition_buffer,
+                buffer_bytes: runtime.fetch_buffer_bytes,
             },
             shutdown_deadline,
         )

@@ -24,6 +24,8 @@ use crate::metrics::Metrics;
 pub struct Route {
     pub route: PartitionRoute,
     pub stash: VecDeque<OwnedMessage>,
+    /// Roughly the memory the stash holds.
+    pub stash_bytes: usize,
     pub paused: bool,
     /// The offset of the last record polled for this partition.
     pub last_seen: Option<i64>,
@@ -62,6 +64,7 @@ impl HistoryContext {
                 Route {
                     route,
                     stash: VecDeque::new(),
+                    stash_bytes: 0,
                     paused: false,
                     last_seen: None,
                 },

@@ -27,11 +27,12 @@ const GAP_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 pub struct Limits {
     /// Records handed to the partition actor and not yet taken up by it.
     pub queue: usize,
-    /// Records held back by the driver while the queue is full; when this many wait, fetching
-    /// the partition pauses. Pausing makes librdkafka drop its prefetch and fetch again after
-    /// resuming, which is slow, so this buffer absorbs ordinary bursts and only a partition
-    /// that stays behind (a database outage) is paused.
-    pub buffer: usize,
+    /// Bytes of records the driver may hold back, over all partitions, while their queues are
+    /// full; a partition holding its share pauses. Pausing makes librdkafka drop its prefetch,
+    /// and a resumed partition is fetched again only at the broker thread's next wake-up (up
+    /// to a second later), so the buffer absorbs ordinary bursts and only a partition that
+    /// stays behind (a database outage) is paused.
+    pub buffer_bytes: usize,
 }
 
 /// What the actors ask of the driver thread.
@@ -194,10 +195,19 @@ fn route(consumer: &BaseConsumer<HistoryContext>, message: OwnedMessage, limits:
         send(route, message);
         return;
     }
+    let share = limits.buffer_bytes / routes.len().max(1);
+    let route = routes.get_mut(&partition).expect("looked up above");
+    route.stash_bytes += stashed_size(&message);
     route.stash.push_back(message);
-    if !route.paused && route.stash.len() >= limits.buffer {
+    if !route.paused && route.stash_bytes >= share {
         route.paused = set_paused(consumer, &context.topic, partition, true);
     }
+}
+
+/// What a held-back record costs in memory, roughly.
+fn stashed_size(message: &OwnedMessage) -> usize {
+    const OVERHEAD: usize = 128;
+    OVERHEAD + message.payload().map_or(0, <[u8]>::len) + message.key().map_or(0, <[u8]>::len)
 }
 
 fn send(route: &mut Route, message: OwnedMessage) {
@@ -214,6 +224,7 @@ fn feed_stashed(
     for (partition, route) in routes.iter_mut() {
         while !route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < limits.queue {
             let message = route.stash.pop_front().expect("not empty");
+            route.stash_bytes -= stashed_size(&message);
             send(route, message);
         }
         if route.paused && route.stash.is_empty() {
