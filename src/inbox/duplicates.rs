@@ -11,10 +11,13 @@ use super::{Origin, PgInboxError};
 use crate::actors::status::DuplicateCause;
 use crate::domain::TicketEvent;
 
+/// One primary-key lookup per id, pipelined on one connection: unlike `= ANY($1)`, whose
+/// cached plan can stay a sequential scan made while the inbox was empty, this stays an index
+/// lookup however the table grows.
 const FIRST_SEEN: &str = "SELECT i.event_id, i.first_partition, i.first_offset, \
             h.ticket_id, h.from_status, h.to_status, h.changed_at \
      FROM inbox i LEFT JOIN history_events h ON h.event_id = i.event_id \
-     WHERE i.event_id = ANY($1)";
+     WHERE i.event_id = $1";
 
 /// What the database remembers of an event id.
 struct FirstSeen {
@@ -54,12 +57,17 @@ pub async fn classify_many(
     }
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(FIRST_SEEN).await?;
-    let ids: Vec<&str> = duplicates
+    let statement = &statement;
+    let client = &client;
+    let lookups = duplicates
         .iter()
-        .map(|(e, _)| e.event_id.as_str())
-        .collect();
+        .map(|(event, _)| async move { client.query_opt(statement, &[&event.event_id]).await });
     let mut seen: HashMap<String, FirstSeen> = HashMap::new();
-    for row in client.query(&statement, &[&ids]).await? {
+    for row in futures::future::try_join_all(lookups)
+        .await?
+        .into_iter()
+        .flatten()
+    {
         let stored = match (row.get(3), row.get(4), row.get(5), row.get(6)) {
             (Some(ticket), Some(from), Some(to), Some(at)) => Some((ticket, from, to, at)),
             _ => None,
