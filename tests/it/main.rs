@@ -4,8 +4,8 @@
 mod admin;
 mod app;
 mod batch;
-mod bench;
 mod batching;
+mod bench;
 mod browser;
 mod consumer;
 mod demo;
