@@ -134,6 +134,11 @@ pub struct GetPartitionStatus;
 #[rtype(result = "Vec<CheckpointStatus>")]
 pub struct GetCheckpointStatus;
 
+/// The monitor's overview: the service's snapshot with stuck states, lag in seconds and trends.
+#[derive(Message)]
+#[rtype(result = "Option<super::monitor::Overview>")]
+pub struct GetOverview;
+
 /// The whole service's snapshot (the supervisor asks the others).
 #[derive(Message)]
 #[rtype(result = "ServiceStatus")]

@@ -9,7 +9,7 @@ use actix::prelude::*;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::messages::GetStatus;
+use super::messages::{GetOverview, GetStatus};
 use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
 use crate::metrics::Metrics;
@@ -87,11 +87,6 @@ impl Overview {
             .find(|p| p.view.partition == partition)
     }
 }
-
-/// Asks for the current overview.
-#[derive(Message)]
-#[rtype(result = "Option<Overview>")]
-pub struct GetOverview;
 
 struct Track {
     watermark: Option<i64>,

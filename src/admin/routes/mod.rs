@@ -24,8 +24,9 @@ use super::pages::{
     human_duration,
 };
 use super::queries::{self, DEAD_LETTERS_PER_PAGE, DeadLetterFilter};
+use crate::actors::messages::GetOverview;
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
-use crate::actors::monitor::{GetOverview, Overview};
+use crate::actors::monitor::Overview;
 use crate::domain::{MAX_EVENT_ID_CHARS, RejectReason};
 
 pub(super) type State = web::Data<AdminState>;
