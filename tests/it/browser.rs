@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use history_consumer::pg_cluster::{ClusterOptions, TempCluster};
 use history_consumer::stuck::StuckRules;
 
 use crate::app::{spawn_app_with, test_settings};
+use crate::helpers::own_database;
 use crate::helpers::{unique_name, wait_for};
 use crate::http::get;
 use crate::kafka::{TestKafka, numbered_event};
@@ -23,8 +23,7 @@ fn artifact(name: &str) -> PathBuf {
 
 #[actix_web::test]
 async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_now() {
-    let mut cluster = TempCluster::start(ClusterOptions::default()).expect("own cluster");
-    let url = cluster.create_database("browser").await.expect("database");
+    let (mut cluster, url) = own_database("browser").await;
     let kafka = TestKafka::start(2);
     let mut settings = test_settings(&url, &kafka, &unique_name("group"));
     settings.runtime.stuck = StuckRules {

@@ -2,7 +2,6 @@
 //! nothing else running, judged by what it prints.
 
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -10,15 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::helpers::free_port;
 use crate::helpers::unique_name;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The `key=value` pairs of the final `demo summary:` line.
 fn summary(stdout: &[String]) -> Option<HashMap<String, String>> {

@@ -13,11 +13,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use history_consumer::actors::messages::{PartitionAction, PartitionCommand};
-use history_consumer::pg_cluster::{ClusterOptions, TempCluster};
 use history_consumer::stuck::StuckRules;
 use serde_json::Value;
 
 use crate::app::{TestApp, spawn_app_with, test_settings};
+use crate::helpers::{free_port, own_database};
 use crate::helpers::{test_database, unique_name, wait_for};
 use crate::http::get;
 use crate::kafka::{TestKafka, numbered_event, story_900};
@@ -221,7 +221,7 @@ fn docker_compose_accepts_the_compose_file_with_nothing_but_its_defaults() {
 }
 
 #[test]
-fn the_dockerfile_builds_in_two_stages_and_runs_as_a_non_root_user() {
+fn the_dockerfile_declares_two_stages_and_a_non_root_user() {
     let dockerfile = read("Dockerfile");
     let instructions: Vec<&str> = dockerfile
         .lines()
@@ -712,11 +712,7 @@ async fn the_compose_health_check_passes_on_a_ready_consumer_and_fails_without_o
         healthy(port).await,
         "the health check fails on a ready consumer"
     );
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let closed = free_port();
     assert!(
         !healthy(closed).await,
         "the health check passes with nothing listening"
@@ -751,11 +747,7 @@ impl Prometheus {
             ),
         )
         .expect("write the config");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let addr = format!("127.0.0.1:{port}");
         let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("a log file");
         let child = command
@@ -850,8 +842,7 @@ impl Drop for Prometheus {
 #[actix_web::test]
 async fn prometheus_evaluates_every_panel_and_alert_against_a_consumer_through_an_outage() {
     // A cluster of its own: this test stops it.
-    let mut cluster = TempCluster::start(ClusterOptions::default()).expect("own cluster");
-    let url = cluster.create_database("deploy").await.expect("database");
+    let (mut cluster, url) = own_database("deploy").await;
     let kafka = TestKafka::start(3);
     let mut settings = test_settings(&url, &kafka, &unique_name("group"));
     settings.runtime.stuck = StuckRules {

@@ -30,6 +30,21 @@ impl TestDb {
     }
 }
 
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A cluster of the test's own (for tests that stop it) and the URL of a database on it.
+pub async fn own_database(name: &str) -> (TempCluster, String) {
+    let cluster = TempCluster::start(ClusterOptions::default()).expect("own cluster");
+    let url = cluster.create_database(name).await.expect("database");
+    (cluster, url)
+}
+
 /// A unique name for a database, topic or group.
 pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}_{:016x}", rand::random::<u64>())

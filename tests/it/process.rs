@@ -1,13 +1,13 @@
 //! The service as the real binary, where a process must die: SIGTERM, `kill -9`, and two
 //! members of one group.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::helpers::free_port;
 use crate::helpers::{TestDb, test_database, unique_name, wait_for};
 use crate::kafka::{TestKafka, numbered_event};
 
@@ -16,14 +16,6 @@ pub struct ServiceProcess {
     child: Child,
     pub admin: String,
     pub log: PathBuf,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl ServiceProcess {

@@ -4,19 +4,18 @@
 use std::time::Duration;
 
 use history_consumer::actors::status::PartitionState;
-use history_consumer::pg_cluster::{ClusterOptions, TempCluster};
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 use crate::app::{spawn_app, spawn_app_with, test_settings};
+use crate::helpers::own_database;
 use crate::helpers::{test_database, unique_name, wait_for};
 use crate::kafka::{TestKafka, numbered_event};
 
 #[actix_web::test]
 async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
     // A cluster of its own: this test stops it.
-    let mut cluster = TempCluster::start(ClusterOptions::default()).expect("own cluster");
-    let url = cluster.create_database("outage").await.expect("database");
+    let (mut cluster, url) = own_database("outage").await;
     let kafka = TestKafka::start(1);
     let mut settings = test_settings(&url, &kafka, &unique_name("group"));
     settings.runtime.max_unresolved = 20;

@@ -1,13 +1,13 @@
 //! A small W3C WebDriver client over chromedriver, driving Debian's headless Chromium: enough
 //! to open pages, click, type, read text and attributes, and take screenshots.
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use crate::helpers::free_port;
 use crate::helpers::wait_for;
 use crate::http::request;
 
@@ -23,11 +23,7 @@ pub struct Browser {
 
 impl Browser {
     pub async fn start() -> Browser {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
