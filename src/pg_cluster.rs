@@ -131,11 +131,6 @@ impl TempCluster {
         self.dir.path()
     }
 
-    /// Whether the server process is running.
-    pub fn is_running(&self) -> bool {
-        self.server.is_some()
-    }
-
     /// Creates a database and returns its URL.
     pub async fn create_database(&self, name: &str) -> Result<String, tokio_postgres::Error> {
         let (client, connection) =

@@ -51,13 +51,6 @@ pub enum DuplicateCause {
 }
 
 impl DuplicateCause {
-    pub const ALL: [DuplicateCause; 4] = [
-        DuplicateCause::Redelivery,
-        DuplicateCause::Republish,
-        DuplicateCause::Conflicting,
-        DuplicateCause::Unclassified,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             DuplicateCause::Redelivery => "redelivery",
