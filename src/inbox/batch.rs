@@ -21,6 +21,8 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 
+use super::session::Session;
+
 use super::contract::Origin;
 use super::postgres::PgInboxError;
 use crate::dead_letters::DeadLetter;
@@ -88,24 +90,25 @@ pub async fn process_batch(
         return Ok(Vec::new());
     }
     let (events, letters) = plan(items);
-    let mut transaction = Transaction::begin(pool).await?;
+    let mut transaction = Session::begin(pool).await?;
     let written = write(transaction.client(), &events, &letters).await;
     let new_ids = match written {
         // Nothing to commit (every event already stored, no dead letter): as SPEC §4's duplicate
         // path, the outcomes are known without a commit and the rollback is cleanup only.
         Ok(new_ids) if new_ids.is_empty() && letters.is_empty() => {
-            transaction.rollback().await;
+            // Cleanup only: a failed rollback detaches the session and changes no outcome.
+            let _ = transaction.rollback().await;
             new_ids
         }
         Ok(new_ids) => match transaction.commit().await {
             Ok(()) => new_ids,
             Err(error) => {
-                transaction.rollback().await;
+                let _ = transaction.rollback().await;
                 return Err(error);
             }
         },
         Err(error) => {
-            transaction.rollback().await;
+            let _ = transaction.rollback().await;
             return Err(error);
         }
     };
@@ -224,48 +227,4 @@ fn outcomes(items: &[BatchItem<'_>], new_ids: &HashSet<String>) -> Vec<BatchOutc
             BatchItem::DeadLetter(_) => BatchOutcome::DeadLettered,
         })
         .collect()
-}
-
-/// A pooled connection inside an open transaction. Closed by `commit` or `rollback`, it goes
-/// back to the pool; dropped while still open (its future was cancelled) or after a failed
-/// rollback, it is detached instead, as in `PgInbox`: the next user must never run inside it.
-struct Transaction(Option<Object>);
-
-impl Transaction {
-    async fn begin(pool: &Pool) -> Result<Self, PgInboxError> {
-        let connection = pool.get().await.map_err(PgInboxError::Pool)?;
-        connection.batch_execute("BEGIN").await?;
-        Ok(Transaction(Some(connection)))
-    }
-
-    fn client(&self) -> &Object {
-        self.0
-            .as_ref()
-            .expect("the transaction is open until commit or rollback")
-    }
-
-    /// On error the transaction stays open for the caller's rollback.
-    async fn commit(&mut self) -> Result<(), PgInboxError> {
-        self.client().batch_execute("COMMIT").await?;
-        self.0 = None;
-        Ok(())
-    }
-
-    /// Cleanup only: its failure changes no outcome.
-    async fn rollback(mut self) {
-        let Some(connection) = self.0.take() else {
-            return;
-        };
-        if connection.batch_execute("ROLLBACK").await.is_err() {
-            drop(Object::take(connection));
-        }
-    }
-}
-
-impl Drop for Transaction {
-    fn drop(&mut self) {
-        if let Some(connection) = self.0.take() {
-            drop(Object::take(connection));
-        }
-    }
 }

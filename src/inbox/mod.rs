@@ -6,7 +6,9 @@ pub mod contract;
 pub mod duplicates;
 pub mod migrate;
 pub mod postgres;
+pub mod session;
 
 pub use contract::{InboxRepository, Origin, Processed, process_history_once};
 pub use migrate::{MigrateError, migrate};
 pub use postgres::{PgInbox, PgInboxError};
+pub use session::Session;

@@ -1,12 +1,13 @@
 //! The PostgreSQL inbox repository: the SPEC §3 statements on a pooled connection.
 //!
-//! `begin` takes a connection from the pool and opens a transaction on it; `commit` and
-//! `rollback` close the transaction and give the connection back. A connection whose rollback
-//! failed is in an unknown state and is detached from the pool instead of being reused.
+//! `begin` opens a [`Session`] (a pooled connection inside a transaction); `commit` and
+//! `rollback` close it. A session that may still be inside its transaction (a failed rollback,
+//! a cancelled future) never reaches the pool again: see [`Session`].
 
-use deadpool_postgres::{Object, Pool, PoolError};
+use deadpool_postgres::{Pool, PoolError};
 
 use super::contract::{InboxRepository, Origin};
+use super::session::Session;
 use crate::domain::TicketEvent;
 
 /// SPEC §3 step 1, plus where the marker was first seen (migration V2).
@@ -42,7 +43,7 @@ impl From<tokio_postgres::Error> for PgInboxError {
 /// The inbox repository over a deadpool-postgres pool. One value runs one transaction at a time.
 pub struct PgInbox {
     pool: Pool,
-    open: Option<Object>,
+    open: Option<Session>,
 }
 
 impl PgInbox {
@@ -50,21 +51,11 @@ impl PgInbox {
         PgInbox { pool, open: None }
     }
 
-    fn connection(&self) -> Result<&Object, PgInboxError> {
+    fn connection(&self) -> Result<&deadpool_postgres::Object, PgInboxError> {
         self.open
             .as_ref()
+            .map(Session::client)
             .ok_or(PgInboxError::Misuse("no transaction is open"))
-    }
-}
-
-impl Drop for PgInbox {
-    fn drop(&mut self) {
-        // Dropped with a transaction open (its future was cancelled: a drain deadline, a
-        // timeout): the session must never reach the pool, or the next user would run inside
-        // this stale transaction and could see its uncommitted marker as "already applied".
-        if let Some(connection) = self.open.take() {
-            drop(Object::take(connection));
-        }
     }
 }
 
@@ -75,9 +66,7 @@ impl InboxRepository for PgInbox {
         if self.open.is_some() {
             return Err(PgInboxError::Misuse("a transaction is already open"));
         }
-        let connection = self.pool.get().await.map_err(PgInboxError::Pool)?;
-        connection.batch_execute("BEGIN").await?;
-        self.open = Some(connection);
+        self.open = Some(Session::begin(&self.pool).await?);
         Ok(())
     }
 
@@ -109,25 +98,20 @@ impl InboxRepository for PgInbox {
     }
 
     async fn commit(&mut self) -> Result<(), PgInboxError> {
-        let connection = self.connection()?;
-        connection.batch_execute("COMMIT").await?;
-        // Back to the pool only once the transaction is closed for sure.
+        let session = self
+            .open
+            .as_mut()
+            .ok_or(PgInboxError::Misuse("no transaction is open"))?;
+        session.commit().await?;
         self.open = None;
         Ok(())
     }
 
     async fn rollback(&mut self) -> Result<(), PgInboxError> {
-        let connection = self
-            .open
+        self.open
             .take()
-            .ok_or(PgInboxError::Misuse("no transaction is open"))?;
-        match connection.batch_execute("ROLLBACK").await {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                // The session may still be inside a transaction: never hand it to anyone else.
-                drop(Object::take(connection));
-                Err(error.into())
-            }
-        }
+            .ok_or(PgInboxError::Misuse("no transaction is open"))?
+            .rollback()
+            .await
     }
 }
