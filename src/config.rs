@@ -233,14 +233,20 @@ pub struct TuningArgs {
     /// Largest accepted record value in bytes; larger records are dead-lettered.
     #[arg(long, env = "HISTORY_MAX_PAYLOAD_BYTES", default_value_t = 256 * 1024)]
     pub max_payload_bytes: usize,
-    /// Records queued per partition between the Kafka driver and the partition actor.
+    /// Records a partition actor holds or has asked for (its window), and the records
+    /// librdkafka prefetches for each partition beyond that (`queued.min.messages`).
     #[arg(long, env = "HISTORY_PARTITION_QUEUE", default_value_t = 1024)]
     pub partition_queue: usize,
-    /// MiB of records the Kafka driver may hold back, over all partitions, while their queues
-    /// are full; a partition holding its share pauses (a database outage). Bounds memory
+    /// KiB librdkafka prefetches for each assigned partition at most
+    /// (`queued.max.messages.kbytes` and `max.partition.fetch.bytes`). A partition that takes
+    /// no records (database down, operator pause) stops being fetched there. Bounds memory
     /// together with --partition-queue and --max-unresolved.
-    #[arg(long, env = "HISTORY_FETCH_BUFFER_MB", default_value_t = 48)]
-    pub fetch_buffer_mb: usize,
+    #[arg(long, env = "HISTORY_PARTITION_FETCH_KB", default_value_t = 512)]
+    pub partition_fetch_kb: usize,
+    /// The longest one inbox transaction (or dead-letter insert) may take before its outcome
+    /// counts as Unknown and it is retried, in milliseconds.
+    #[arg(long, env = "HISTORY_WORK_TIMEOUT_MS", default_value_t = 30_000)]
+    pub work_timeout_ms: u64,
     /// Records resolved together in one inbox transaction (1: one transaction per record,
     /// exactly the SPEC §4 contract).
     #[arg(long, env = "HISTORY_BATCH_SIZE", default_value_t = 256)]
@@ -346,8 +352,9 @@ pub struct RuntimeSettings {
     pub db_pool_size: usize,
     pub max_payload_bytes: usize,
     pub partition_queue: usize,
-    /// Bytes the driver may hold back over all partitions (see `--fetch-buffer-mb`).
-    pub fetch_buffer_bytes: usize,
+    /// KiB librdkafka prefetches per partition (see `--partition-fetch-kb`).
+    pub partition_fetch_kb: usize,
+    pub work_timeout: Duration,
     pub batch_size: usize,
     pub batch_linger: Duration,
     pub stuck: StuckRules,
@@ -378,7 +385,8 @@ impl Default for RuntimeSettings {
             db_pool_size: 16,
             max_payload_bytes: 256 * 1024,
             partition_queue: 1024,
-            fetch_buffer_bytes: 48 << 20,
+            partition_fetch_kb: 512,
+            work_timeout: Duration::from_secs(30),
             batch_size: 256,
             batch_linger: Duration::from_millis(2),
             stuck: StuckRules::default(),
@@ -413,7 +421,8 @@ impl Settings {
                 db_pool_size: tuning.db_pool_size,
                 max_payload_bytes: tuning.max_payload_bytes,
                 partition_queue: tuning.partition_queue,
-                fetch_buffer_bytes: tuning.fetch_buffer_mb << 20,
+                partition_fetch_kb: tuning.partition_fetch_kb,
+                work_timeout: Duration::from_millis(tuning.work_timeout_ms),
                 batch_size: tuning.batch_size,
                 batch_linger: Duration::from_millis(tuning.batch_linger_ms),
                 stuck: StuckRules {
@@ -512,9 +521,15 @@ impl Settings {
                 "must be at least 1",
             ));
         }
-        if rt.fetch_buffer_bytes == 0 {
+        if rt.partition_fetch_kb == 0 || rt.partition_fetch_kb > 1_048_576 {
             return Err(ConfigError::new(
-                "--fetch-buffer-mb / HISTORY_FETCH_BUFFER_MB",
+                "--partition-fetch-kb / HISTORY_PARTITION_FETCH_KB",
+                "must be between 1 and 1048576",
+            ));
+        }
+        if rt.work_timeout.is_zero() {
+            return Err(ConfigError::new(
+                "--work-timeout-ms / HISTORY_WORK_TIMEOUT_MS",
                 "must be at least 1",
             ));
         }

@@ -2,23 +2,25 @@
 //! thread, and the admin HTTP server; then running until SIGINT/SIGTERM or the consumer stops.
 
 use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 use deadpool_postgres::Pool;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use crate::actors::Monitor;
-use crate::actors::messages::Shutdown;
+use crate::actors::messages::{KafkaLink, KafkaRequest, Shutdown};
 use crate::actors::partition::PartitionDeps;
+use crate::actors::partition::schedule::Limits as PartitionLimits;
 use crate::actors::supervisor::MemberInfo;
 use crate::actors::{Checkpoint, Supervisor};
 use crate::admin::auth::Auth;
 use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
 use crate::db::{self, DbError};
-use crate::kafka::{DriverCommand, HistoryContext, Limits, consumer_config, spawn_driver};
+use crate::kafka::client::Prefetch;
+use crate::kafka::{DriverPorts, DriverSettings, KafkaContext, consumer_config, spawn_driver};
 use crate::metrics::Metrics;
 
 /// The service could not start.
@@ -60,8 +62,10 @@ impl AppHandle {
 pub struct Application {
     settings: Settings,
     handle: AppHandle,
-    consumer: BaseConsumer<HistoryContext>,
-    commands: mpsc::Receiver<DriverCommand>,
+    consumer: BaseConsumer<KafkaContext>,
+    requests: mpsc::Receiver<KafkaRequest>,
+    link: KafkaLink,
+    ports: DriverPorts,
     server: actix_web::dev::Server,
     stopped: tokio::sync::oneshot::Receiver<Option<String>>,
 }
@@ -74,34 +78,40 @@ impl Application {
         // librdkafka checks every property name and value; do it before touching anything.
         let host = hostname();
         let client_id = format!("history-consumer-{host}-{}", std::process::id());
-        let kafka_config = consumer_config(&settings.kafka, &client_id);
+        let runtime = &settings.runtime;
+        let prefetch = Prefetch {
+            records: runtime.partition_queue,
+            kbytes: runtime.partition_fetch_kb,
+        };
+        let kafka_config = consumer_config(&settings.kafka, &client_id, prefetch);
         kafka_config
             .create_native_config()
             .map_err(kafka_config_error)?;
-        let runtime = &settings.runtime;
         let pool = db::pool(&settings.database_url, runtime.db_pool_size)?;
         let report = db::migrate_pool(&pool).await?;
         if !report.applied.is_empty() {
             tracing::info!(applied = ?report.applied, "database migrated");
         }
         let metrics = Metrics::new();
-        let (commands_tx, commands) = mpsc::channel();
-        let checkpoint = Checkpoint::new(
-            commands_tx.clone(),
-            runtime.commit_interval,
-            metrics.clone(),
-        )
-        .start();
+        let (requests_tx, requests) = mpsc::channel();
+        let link = KafkaLink::new(requests_tx);
+        let checkpoint =
+            Checkpoint::new(link.clone(), runtime.commit_interval, metrics.clone()).start();
         let deps = Arc::new(PartitionDeps {
             topic: settings.kafka.topic.clone(),
             pool: pool.clone(),
             checkpoint: checkpoint.clone(),
+            kafka: link.clone(),
             metrics: metrics.clone(),
-            max_unresolved: runtime.max_unresolved,
+            limits: PartitionLimits {
+                window: runtime.partition_queue,
+                batch_size: runtime.batch_size,
+                max_unresolved: runtime.max_unresolved,
+                linger: runtime.batch_linger,
+            },
             retry: runtime.retry,
             max_payload_bytes: runtime.max_payload_bytes,
-            batch_size: runtime.batch_size,
-            batch_linger: runtime.batch_linger,
+            work_timeout: runtime.work_timeout,
         });
         let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
         let supervisor = Supervisor::new(
@@ -111,25 +121,29 @@ impl Application {
                 host: host.clone(),
             },
             deps,
-            commands_tx,
             runtime.drain_timeout,
             stopped_tx,
         )
         .start();
 
-        let context = HistoryContext {
-            topic: settings.kafka.topic.clone(),
-            supervisor: supervisor.clone(),
-            checkpoint,
-            metrics: metrics.clone(),
-            routes: Mutex::new(Default::default()),
-        };
-        let consumer: BaseConsumer<HistoryContext> = kafka_config
+        let context = KafkaContext::new(
+            settings.kafka.topic.clone(),
+            supervisor.clone().recipient(),
+            metrics.clone(),
+        );
+        let consumer: BaseConsumer<KafkaContext> = kafka_config
             .create_with_context(context)
             .map_err(kafka_config_error)?;
         consumer
             .subscribe(&[&settings.kafka.topic])
             .map_err(|e| ConfigError::new("--topic / HISTORY_KAFKA_TOPIC", e.to_string()))?;
+        let ports = DriverPorts {
+            assigned: supervisor.clone().recipient(),
+            revoked: supervisor.clone().recipient(),
+            commits: checkpoint.recipient(),
+            joined: supervisor.clone().recipient(),
+            stopped: supervisor.clone().recipient(),
+        };
 
         let listener =
             TcpListener::bind(settings.admin_addr).map_err(|source| StartupError::Bind {
@@ -162,7 +176,9 @@ impl Application {
             },
             settings,
             consumer,
-            commands,
+            requests,
+            link,
+            ports,
             server,
             stopped,
         })
@@ -179,12 +195,13 @@ impl Application {
         let shutdown_deadline = runtime.drain_timeout * 2;
         spawn_driver(
             self.consumer,
-            self.commands,
-            Limits {
-                queue: runtime.partition_queue,
-                buffer_bytes: runtime.fetch_buffer_bytes,
+            self.requests,
+            self.link,
+            self.ports,
+            DriverSettings {
+                initial_credit: runtime.partition_queue,
+                shutdown_deadline,
             },
-            shutdown_deadline,
         )
         .map_err(StartupError::Thread)?;
         let server_handle = self.server.handle();

@@ -87,17 +87,22 @@ impl Watermark {
     }
 
     /// Steps over offsets that hold no record for us (transaction markers, aborted records):
-    /// the consumer's position is `next_position` and the last record it delivered was
-    /// `last_delivered`. Accepted only when that record was already reported, so no delivered
-    /// record can be skipped; then the gap counts as resolved. Returns whether it moved.
+    /// the consumer's position is `next_position`, and the last record delivered before it was
+    /// `after` (`None`: no record was delivered since the partition was assigned, so everything
+    /// below `next_position` was committed by the group or holds no record). Accepted only when
+    /// `after` is exactly the highest reported offset, so no delivered record can be skipped;
+    /// then the gap counts as one resolved record. Returns whether it moved.
     ///
     /// Without this, a partition ending in a transaction marker would never commit its end.
-    pub fn skip_gap(&mut self, last_delivered: i64, next_position: i64) -> bool {
-        if self.highest != Some(last_delivered) || next_position <= last_delivered.saturating_add(1)
-        {
+    pub fn skip_gap(&mut self, after: Option<i64>, next_position: i64) -> bool {
+        if self.highest != after {
             return false;
         }
-        self.highest = Some(next_position - 1);
+        let last_skipped = next_position.saturating_sub(1);
+        if after.is_some_and(|after| last_skipped <= after) || last_skipped < 0 {
+            return false;
+        }
+        self.highest = Some(last_skipped);
         true
     }
 
@@ -127,7 +132,7 @@ mod tests {
         w.report(10, true);
         w.report(11, true);
         // Offset 12 is a commit marker: the consumer's position is 13.
-        assert!(w.skip_gap(11, 13));
+        assert!(w.skip_gap(Some(11), 13));
         assert_eq!(w.position(), Some(13));
         // The next record continues from there.
         assert!(w.report(13, true));
@@ -139,9 +144,10 @@ mod tests {
         let mut w = Watermark::new();
         w.report(10, true);
         // Record 11 was delivered but not reported yet (in flight).
-        assert!(!w.skip_gap(11, 13));
+        assert!(!w.skip_gap(Some(11), 13));
         assert_eq!(w.position(), Some(11));
-        assert!(!w.skip_gap(10, 11), "no gap to skip");
+        assert!(!w.skip_gap(Some(10), 11), "no gap to skip");
+        assert!(!w.skip_gap(None, 13), "records were reported");
     }
 
     #[test]
@@ -149,10 +155,31 @@ mod tests {
         let mut w = Watermark::new();
         w.report(10, true);
         w.report(11, false);
-        assert!(w.skip_gap(11, 13));
+        assert!(w.skip_gap(Some(11), 13));
         assert_eq!(w.position(), Some(11), "the Unknown record still blocks");
         w.resolve(11);
         assert_eq!(w.position(), Some(13));
+    }
+
+    #[test]
+    fn a_partition_that_starts_at_a_transaction_marker_commits_past_it_before_any_record() {
+        let mut w = Watermark::new();
+        // Committed offset 50 is a commit marker: the consumer's position is 51, no record.
+        assert!(w.skip_gap(None, 51));
+        assert_eq!(w.position(), Some(51));
+        assert!(
+            !w.skip_gap(None, 52),
+            "a record-less skip only from an empty watermark"
+        );
+        assert!(w.report(51, true));
+        assert_eq!(w.position(), Some(52));
+    }
+
+    #[test]
+    fn a_skip_to_offset_zero_is_no_skip() {
+        let mut w = Watermark::new();
+        assert!(!w.skip_gap(None, 0));
+        assert_eq!(w.position(), None);
     }
 
     #[test]
@@ -293,6 +320,16 @@ mod tests {
             }
         }
 
+        /// A skip is a resolved record at the offset before the position.
+        fn skip(&mut self, after: Option<i64>, position: i64) -> bool {
+            let last = self.records.last().map(|r| r.0);
+            if last != after || position - 1 < 0 || after.is_some_and(|a| position - 1 <= a) {
+                return false;
+            }
+            self.records.push((position - 1, true));
+            true
+        }
+
         fn position(&self) -> Option<i64> {
             let prefix = self.records.iter().take_while(|(_, resolved)| *resolved);
             prefix.last().map(|(offset, _)| offset + 1)
@@ -313,6 +350,11 @@ mod tests {
         ResolveAny { offset: i64 },
         /// Report again at or below the highest offset.
         ReportStale { back: i64, resolved: bool },
+        /// Skip record-less offsets after the highest one, or after another offset.
+        Skip {
+            ahead: i64,
+            after_other: Option<i64>,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -321,6 +363,8 @@ mod tests {
             3 => any::<usize>().prop_map(|pick| Op::ResolveReported { pick }),
             1 => (-5..200i64).prop_map(|offset| Op::ResolveAny { offset }),
             1 => (0..10i64, any::<bool>()).prop_map(|(back, resolved)| Op::ReportStale { back, resolved }),
+            1 => (0..6i64, prop::option::weighted(0.2, -3..3i64))
+                .prop_map(|(ahead, after_other)| Op::Skip { ahead, after_other }),
         ]
     }
 
@@ -369,6 +413,14 @@ mod tests {
                     Op::ReportStale { back, resolved } => {
                         let offset = highest.unwrap_or(start) - back;
                         (watermark.report(offset, resolved), model.report(offset, resolved))
+                    }
+                    Op::Skip { ahead, after_other } => {
+                        let after = match after_other {
+                            Some(delta) => Some(highest.unwrap_or(start) + delta),
+                            None => highest,
+                        };
+                        let position = highest.unwrap_or(start) + ahead;
+                        (watermark.skip_gap(after, position), model.skip(after, position))
                     }
                 };
                 prop_assert_eq!(accepted, expected);

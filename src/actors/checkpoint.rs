@@ -1,49 +1,77 @@
 //! The checkpoint actor: one [`Watermark`] per assigned partition, fed by the partition
 //! actors' outcomes, committed to Kafka periodically when it moved, and handed over as the
 //! final position when a partition is revoked. Commit failures are counted and retried on the
-//! next tick, never fatal.
+//! next tick, never fatal. Messages of an earlier assignment of a partition are ignored.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use actix::prelude::*;
 
 use super::messages::{
-    BacklogResolved, CommitCompleted, CommitTick, GapObserved, GetCheckpointStatus,
-    OutcomeReported, ReleasePartitions, TrackPartitions,
+    Assignment, BacklogResolved, CommitCompleted, CommitPosition, CommitTick, GetCheckpointStatus,
+    KafkaLink, KafkaRequest, OutcomeReported, ReleasePartitions, SkipReported, TrackPartitions,
 };
 use super::status::CheckpointStatus;
-use crate::kafka::DriverCommand;
 use crate::metrics::Metrics;
 use crate::watermark::Watermark;
 
-#[derive(Default)]
 struct Tracked {
+    generation: u64,
     watermark: Watermark,
     committed: Option<i64>,
+    /// The position handed to the driver and not yet reported back.
     in_flight: Option<i64>,
     commits_ok: u64,
     commits_failed: u64,
     last_commit_error: Option<String>,
 }
 
+impl Tracked {
+    fn new(generation: u64) -> Self {
+        Tracked {
+            generation,
+            watermark: Watermark::new(),
+            committed: None,
+            in_flight: None,
+            commits_ok: 0,
+            commits_failed: 0,
+            last_commit_error: None,
+        }
+    }
+
+    /// The watermark's position when it is ahead of what was committed.
+    fn uncommitted(&self) -> Option<i64> {
+        let position = self.watermark.position()?;
+        self.committed
+            .is_none_or(|committed| position > committed)
+            .then_some(position)
+    }
+}
+
 /// Keeps the watermarks and commits them through the Kafka driver thread.
 pub struct Checkpoint {
     partitions: BTreeMap<i32, Tracked>,
-    driver: Sender<DriverCommand>,
+    kafka: KafkaLink,
     interval: Duration,
     metrics: Metrics,
 }
 
 impl Checkpoint {
-    pub fn new(driver: Sender<DriverCommand>, interval: Duration, metrics: Metrics) -> Self {
+    pub fn new(kafka: KafkaLink, interval: Duration, metrics: Metrics) -> Self {
         Checkpoint {
             partitions: BTreeMap::new(),
-            driver,
+            kafka,
             interval,
             metrics,
         }
+    }
+
+    /// The tracked state of exactly this assignment (an earlier one's messages are ignored).
+    fn tracked(&mut self, assignment: Assignment) -> Option<&mut Tracked> {
+        self.partitions
+            .get_mut(&assignment.partition)
+            .filter(|t| t.generation == assignment.generation)
     }
 
     fn publish(&self, partition: i32) {
@@ -66,8 +94,9 @@ impl Handler<TrackPartitions> for Checkpoint {
     type Result = ();
 
     fn handle(&mut self, msg: TrackPartitions, _ctx: &mut Context<Self>) {
-        for partition in msg.partitions {
-            self.partitions.insert(partition, Tracked::default());
+        for assignment in msg.assignments {
+            self.partitions
+                .insert(assignment.partition, Tracked::new(assignment.generation));
         }
     }
 }
@@ -76,9 +105,9 @@ impl Handler<OutcomeReported> for Checkpoint {
     type Result = ();
 
     fn handle(&mut self, msg: OutcomeReported, _ctx: &mut Context<Self>) {
-        if let Some(tracked) = self.partitions.get_mut(&msg.partition) {
+        if let Some(tracked) = self.tracked(msg.assignment) {
             tracked.watermark.report(msg.offset, msg.resolved);
-            self.publish(msg.partition);
+            self.publish(msg.assignment.partition);
         }
     }
 }
@@ -87,20 +116,20 @@ impl Handler<BacklogResolved> for Checkpoint {
     type Result = ();
 
     fn handle(&mut self, msg: BacklogResolved, _ctx: &mut Context<Self>) {
-        if let Some(tracked) = self.partitions.get_mut(&msg.partition) {
+        if let Some(tracked) = self.tracked(msg.assignment) {
             tracked.watermark.resolve(msg.offset);
-            self.publish(msg.partition);
+            self.publish(msg.assignment.partition);
         }
     }
 }
 
-impl Handler<GapObserved> for Checkpoint {
+impl Handler<SkipReported> for Checkpoint {
     type Result = ();
 
-    fn handle(&mut self, msg: GapObserved, _ctx: &mut Context<Self>) {
-        if let Some(tracked) = self.partitions.get_mut(&msg.partition) {
-            if tracked.watermark.skip_gap(msg.last_delivered, msg.position) {
-                self.publish(msg.partition);
+    fn handle(&mut self, msg: SkipReported, _ctx: &mut Context<Self>) {
+        if let Some(tracked) = self.tracked(msg.assignment) {
+            if tracked.watermark.skip_gap(msg.after, msg.position) {
+                self.publish(msg.assignment.partition);
             }
         }
     }
@@ -110,23 +139,25 @@ impl Handler<CommitTick> for Checkpoint {
     type Result = ();
 
     fn handle(&mut self, _: CommitTick, _ctx: &mut Context<Self>) {
-        let mut offsets = Vec::new();
+        let mut positions = Vec::new();
         for (partition, tracked) in &mut self.partitions {
-            let Some(position) = tracked.watermark.position() else {
+            let Some(position) = tracked.uncommitted() else {
                 continue;
             };
-            let moved = tracked
-                .committed
-                .is_none_or(|committed| position > committed);
-            // One commit per partition at a time; a lost callback is retried on the next tick.
-            if moved && tracked.in_flight != Some(position) {
+            // The driver keeps one commit in flight and merges what queues behind it, so a
+            // position already handed over is not sent again until it is reported back.
+            if tracked.in_flight != Some(position) {
                 tracked.in_flight = Some(position);
-                offsets.push((*partition, position));
-            } else if moved {
-                tracked.in_flight = None;
+                positions.push(CommitPosition {
+                    assignment: Assignment {
+                        partition: *partition,
+                        generation: tracked.generation,
+                    },
+                    offset: position,
+                });
             }
         }
-        if !offsets.is_empty() && self.driver.send(DriverCommand::Commit(offsets)).is_err() {
+        if !positions.is_empty() && !self.kafka.send(KafkaRequest::Commit(positions)) {
             tracing::debug!("kafka driver gone; commit skipped");
         }
     }
@@ -136,28 +167,33 @@ impl Handler<CommitCompleted> for Checkpoint {
     type Result = ();
 
     fn handle(&mut self, msg: CommitCompleted, _ctx: &mut Context<Self>) {
-        self.metrics.observe_commit(msg.error.is_none());
-        for (partition, offset) in msg.offsets {
-            let Some(tracked) = self.partitions.get_mut(&partition) else {
+        for (position, error) in msg.results {
+            self.metrics.observe_commit(error.is_none());
+            let Some(tracked) = self.tracked(position.assignment) else {
                 continue;
             };
-            if tracked.in_flight == Some(offset) {
+            if tracked.in_flight.is_some_and(|o| o <= position.offset) || error.is_some() {
                 tracked.in_flight = None;
             }
-            match &msg.error {
+            match error {
                 None => {
                     tracked.commits_ok += 1;
-                    if tracked.committed.is_none_or(|c| offset > c) {
-                        tracked.committed = Some(offset);
+                    if tracked.committed.is_none_or(|c| position.offset > c) {
+                        tracked.committed = Some(position.offset);
                     }
                 }
                 Some(error) => {
                     tracked.commits_failed += 1;
-                    tracked.last_commit_error = Some(error.clone());
-                    tracing::warn!(partition, offset, error = %error, "offset commit failed; will retry");
+                    tracing::warn!(
+                        partition = position.assignment.partition,
+                        offset = position.offset,
+                        error = %error,
+                        "offset commit failed; will retry"
+                    );
+                    tracked.last_commit_error = Some(error);
                 }
             }
-            self.publish(partition);
+            self.publish(position.assignment.partition);
         }
     }
 }
@@ -167,12 +203,13 @@ impl Handler<ReleasePartitions> for Checkpoint {
 
     fn handle(&mut self, msg: ReleasePartitions, _ctx: &mut Context<Self>) -> Self::Result {
         let mut finals = Vec::new();
-        for partition in msg.partitions {
-            if let Some(tracked) = self.partitions.remove(&partition) {
-                if let Some(position) = tracked.watermark.position() {
-                    if tracked.committed.is_none_or(|c| position > c) {
-                        finals.push((partition, position));
-                    }
+        for assignment in msg.assignments {
+            if self.tracked(assignment).is_none() {
+                continue;
+            }
+            if let Some(tracked) = self.partitions.remove(&assignment.partition) {
+                if let Some(offset) = tracked.uncommitted() {
+                    finals.push(CommitPosition { assignment, offset });
                 }
             }
         }
@@ -189,6 +226,7 @@ impl Handler<GetCheckpointStatus> for Checkpoint {
                 .iter()
                 .map(|(partition, t)| CheckpointStatus {
                     partition: *partition,
+                    generation: t.generation,
                     watermark: t.watermark.position(),
                     committed: t.committed,
                     unresolved: t.watermark.unresolved_count(),

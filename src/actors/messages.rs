@@ -1,45 +1,107 @@
 //! Every message exchanged by the actors and the Kafka driver thread, one struct each.
 //!
-//! Data paths (records, outcomes) are small and frequent; control messages (assignment,
-//! revocation, drain, status, operator actions) carry a reply.
+//! The path of a record: the driver thread reads each assigned partition from its own
+//! librdkafka queue and hands the partition actor at most as many records as it asked for
+//! ([`Fetched`], [`KafkaRequest::Demand`]); the actor resolves them through the inbox and
+//! reports each outcome to the checkpoint ([`OutcomeReported`]); the checkpoint asks the driver
+//! to commit watermarks that moved ([`KafkaRequest::Commit`]) and hears back
+//! ([`CommitCompleted`]). Nothing else carries records or offsets.
+//!
+//! Every partition-scoped message names its [`Assignment`], so that a message left over from
+//! an earlier assignment of the same partition is recognised and ignored.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use actix::prelude::*;
-use rdkafka::message::OwnedMessage;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 use super::status::{CheckpointStatus, PartitionStatus, ServiceStatus};
 
-/// One record of the partition, from the Kafka driver thread to its partition actor.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Record(pub OwnedMessage);
-
-/// How the driver thread hands records to a partition actor: the actor's recipient and the
-/// count of records sent but not yet taken up (the driver pauses the partition at a bound).
-#[derive(Clone)]
-pub struct PartitionRoute {
+/// One assignment of a partition to this member. The generation grows with every assignment
+/// this member receives, so a partition revoked and assigned back gets a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Assignment {
     pub partition: i32,
-    pub recipient: Recipient<Record>,
-    pub queued: Arc<AtomicUsize>,
+    pub generation: u64,
 }
 
-/// The group assigned partitions to this member; the reply routes their records. Sent from
-/// inside librdkafka's rebalance callback, before fetching starts.
+/// A position to commit for an assignment: the next offset to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CommitPosition {
+    pub assignment: Assignment,
+    pub offset: i64,
+}
+
+/// A record of the partition, copied out of librdkafka by the driver thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedRecord {
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Option<Vec<u8>>,
+    /// The record's Kafka timestamp.
+    pub timestamp: Option<DateTime<Utc>>,
+}
+
+/// From the driver thread to a partition actor, in offset order.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub enum Fetched {
+    /// Records, never more than the actor asked for.
+    Records(Vec<FetchedRecord>),
+    /// The consumer's position moved past offsets that hold no record for us (transaction
+    /// markers, aborted records): nothing after `after` (the last record delivered in this
+    /// assignment; `None`: none yet) and below `position` is ours to process.
+    Skipped { after: Option<i64>, position: i64 },
+}
+
+/// What the actors ask of the Kafka driver thread. A plain channel, because the driver is a
+/// thread that must never wait on an actor mailbox; librdkafka's queues wake it as well.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KafkaRequest {
+    /// The partition actor has room for this many more records.
+    Demand {
+        assignment: Assignment,
+        records: usize,
+    },
+    /// Commit these positions (assignments no longer held are skipped).
+    Commit(Vec<CommitPosition>),
+    /// Leave the group: revoke (drain and commit) every partition, then close.
+    Shutdown,
+    /// A librdkafka queue has something to serve.
+    Wake,
+}
+
+/// The sending side of the driver thread's channel.
+#[derive(Debug, Clone)]
+pub struct KafkaLink(Sender<KafkaRequest>);
+
+impl KafkaLink {
+    pub fn new(sender: Sender<KafkaRequest>) -> Self {
+        KafkaLink(sender)
+    }
+
+    /// Sends a request; false when the driver thread is gone (the service is stopping).
+    pub fn send(&self, request: KafkaRequest) -> bool {
+        self.0.send(request).is_ok()
+    }
+}
+
+/// The group assigned partitions to this member; the reply is where to deliver their records.
+/// Sent by the driver thread before it tells librdkafka to start fetching them.
 #[derive(Message)]
-#[rtype(result = "Vec<PartitionRoute>")]
+#[rtype(result = "Vec<(Assignment, Recipient<Fetched>)>")]
 pub struct PartitionsAssigned {
-    pub partitions: Vec<i32>,
+    pub assignments: Vec<Assignment>,
 }
 
 /// The group takes partitions away (or they were lost). The reply comes once their actors
 /// drained, with the final positions to commit before librdkafka gives them up.
 #[derive(Message)]
-#[rtype(result = "Vec<(i32, i64)>")]
+#[rtype(result = "Vec<CommitPosition>")]
 pub struct PartitionsRevoked {
-    pub partitions: Vec<i32>,
+    pub assignments: Vec<Assignment>,
     pub lost: bool,
 }
 
@@ -66,7 +128,7 @@ pub struct ObservedOffsets {
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "()")]
 pub struct OutcomeReported {
-    pub partition: i32,
+    pub assignment: Assignment,
     pub offset: i64,
     pub resolved: bool,
 }
@@ -75,40 +137,39 @@ pub struct OutcomeReported {
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "()")]
 pub struct BacklogResolved {
-    pub partition: i32,
+    pub assignment: Assignment,
     pub offset: i64,
 }
 
-/// The consumer's position is past offsets that hold no record (transaction markers, aborted
-/// records) after the last record the driver delivered.
+/// Offsets without records were skipped (see [`Fetched::Skipped`]), reported by the partition
+/// actor after every record before them.
 #[derive(Message, Debug, Clone, Copy)]
 #[rtype(result = "()")]
-pub struct GapObserved {
-    pub partition: i32,
-    pub last_delivered: i64,
+pub struct SkipReported {
+    pub assignment: Assignment,
+    pub after: Option<i64>,
     pub position: i64,
 }
 
-/// The checkpoint starts a fresh watermark for these partitions.
+/// The checkpoint starts a fresh watermark for these assignments.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct TrackPartitions {
-    pub partitions: Vec<i32>,
+    pub assignments: Vec<Assignment>,
 }
 
-/// The checkpoint forgets these partitions; the reply holds the positions still to commit.
+/// The checkpoint forgets these assignments; the reply holds the positions still to commit.
 #[derive(Message)]
-#[rtype(result = "Vec<(i32, i64)>")]
+#[rtype(result = "Vec<CommitPosition>")]
 pub struct ReleasePartitions {
-    pub partitions: Vec<i32>,
+    pub assignments: Vec<Assignment>,
 }
 
-/// The result of an offset commit, from librdkafka's commit callback.
+/// The results of one offset commit, per position (`None`: committed).
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct CommitCompleted {
-    pub offsets: Vec<(i32, i64)>,
-    pub error: Option<String>,
+    pub results: Vec<(CommitPosition, Option<String>)>,
 }
 
 /// Time for the checkpoint to commit the watermarks that moved.

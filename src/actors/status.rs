@@ -18,7 +18,8 @@ pub enum PartitionState {
     Retrying,
     /// The Unknown backlog reached its bound: no new records until it shrinks.
     BacklogFull,
-    /// An operator paused it: no new records (retries go on).
+    /// An operator paused it: no new records (retries go on). The pause belongs to this
+    /// instance and survives the partition being revoked and assigned back to it.
     Paused,
     /// Revoked or shutting down: finishing the transaction in flight.
     Draining,
@@ -106,10 +107,15 @@ pub struct RecentOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PartitionStatus {
     pub partition: i32,
+    /// Which assignment of the partition this actor serves.
+    pub generation: u64,
     pub state: PartitionState,
     pub operator_paused: bool,
     /// Records handed over by the driver and not yet resolved for the first time.
     pub in_flight: usize,
+    /// Records asked of the driver and not received yet (librdkafka has not fetched them, or
+    /// they are on their way).
+    pub requested: usize,
     pub backlog: Vec<BacklogEntry>,
     pub counts: OutcomeCounts,
     pub last_offset: Option<i64>,
@@ -122,6 +128,8 @@ pub struct PartitionStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CheckpointStatus {
     pub partition: i32,
+    /// Which assignment of the partition this member holds (see `Assignment`).
+    pub generation: u64,
     /// The position that may be committed: last contiguous resolved offset + 1.
     pub watermark: Option<i64>,
     /// The last position this instance committed successfully.

@@ -1,11 +1,11 @@
 //! The supervisor: follows the group's assignment. On assignment it starts one partition actor
-//! per partition and hands their routes to the driver thread; on revocation it drains them and
-//! returns the final watermarks for the driver to commit before the partitions go elsewhere.
+//! per partition and tells the driver thread where to deliver their records; on revocation it
+//! drains them and returns the final watermarks for the driver to commit before the partitions
+//! go elsewhere. It remembers which partitions an operator paused, so that a pause survives
+//! the partition being revoked and assigned back to this instance.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
-use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -14,13 +14,13 @@ use futures::future::join_all;
 
 use super::checkpoint::Checkpoint;
 use super::messages::{
-    ApplyAction, Drain, DriverStopped, GetCheckpointStatus, GetPartitionStatus, GetStatus,
-    GroupJoined, NotOwned, ObservedOffsets, OffsetsObserved, PartitionCommand, PartitionRoute,
-    PartitionsAssigned, PartitionsRevoked, ReleasePartitions, Shutdown, TrackPartitions,
+    ApplyAction, Assignment, CommitPosition, Drain, DriverStopped, Fetched, GetCheckpointStatus,
+    GetPartitionStatus, GetStatus, GroupJoined, KafkaLink, KafkaRequest, NotOwned, ObservedOffsets,
+    OffsetsObserved, PartitionAction, PartitionCommand, PartitionsAssigned, PartitionsRevoked,
+    ReleasePartitions, Shutdown, TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
-use crate::kafka::DriverCommand;
 
 /// Identity of this member, for the status page.
 #[derive(Debug, Clone)]
@@ -37,9 +37,11 @@ pub struct Supervisor {
     started_at: DateTime<Utc>,
     deps: Arc<PartitionDeps>,
     checkpoint: Addr<Checkpoint>,
-    driver: Sender<DriverCommand>,
+    kafka: KafkaLink,
     drain_timeout: Duration,
-    partitions: BTreeMap<i32, Addr<PartitionActor>>,
+    partitions: BTreeMap<i32, (Assignment, Addr<PartitionActor>)>,
+    /// Partitions an operator paused on this instance, assigned here or not.
+    paused: BTreeSet<i32>,
     observed: BTreeMap<i32, ObservedOffsets>,
     shutting_down: bool,
     /// Told when the driver thread has stopped (the service is done).
@@ -50,7 +52,6 @@ impl Supervisor {
     pub fn new(
         info: MemberInfo,
         deps: Arc<PartitionDeps>,
-        driver: Sender<DriverCommand>,
         drain_timeout: Duration,
         on_stopped: tokio::sync::oneshot::Sender<Option<String>>,
     ) -> Self {
@@ -59,10 +60,11 @@ impl Supervisor {
             member_id: None,
             started_at: Utc::now(),
             checkpoint: deps.checkpoint.clone(),
+            kafka: deps.kafka.clone(),
             deps,
-            driver,
             drain_timeout,
             partitions: BTreeMap::new(),
+            paused: BTreeSet::new(),
             observed: BTreeMap::new(),
             shutting_down: false,
             on_stopped: Some(on_stopped),
@@ -78,48 +80,49 @@ impl Handler<PartitionsAssigned> for Supervisor {
     type Result = MessageResult<PartitionsAssigned>;
 
     fn handle(&mut self, msg: PartitionsAssigned, _ctx: &mut Context<Self>) -> Self::Result {
-        tracing::info!(partitions = ?msg.partitions, "partitions assigned");
         self.deps.metrics.observe_rebalance("assign");
-        let mut routes = Vec::with_capacity(msg.partitions.len());
-        for &partition in &msg.partitions {
-            let queued = Arc::new(AtomicUsize::new(0));
-            let actor = PartitionActor::new(partition, self.deps.clone(), queued.clone()).start();
-            routes.push(PartitionRoute {
-                partition,
-                recipient: actor.clone().recipient(),
-                queued,
-            });
-            self.partitions.insert(partition, actor);
-        }
+        // The checkpoint tracks them before any actor can report an outcome.
         self.checkpoint.do_send(TrackPartitions {
-            partitions: msg.partitions,
+            assignments: msg.assignments.clone(),
         });
-        MessageResult(routes)
+        let mut sinks: Vec<(Assignment, Recipient<Fetched>)> = Vec::new();
+        for assignment in msg.assignments {
+            let paused = self.paused.contains(&assignment.partition);
+            let actor = PartitionActor::new(assignment, self.deps.clone(), paused).start();
+            sinks.push((assignment, actor.clone().recipient()));
+            self.partitions
+                .insert(assignment.partition, (assignment, actor));
+        }
+        MessageResult(sinks)
     }
 }
 
 impl Handler<PartitionsRevoked> for Supervisor {
-    type Result = ResponseFuture<Vec<(i32, i64)>>;
+    type Result = ResponseFuture<Vec<CommitPosition>>;
 
     fn handle(&mut self, msg: PartitionsRevoked, _ctx: &mut Context<Self>) -> Self::Result {
         let kind = if msg.lost { "lost" } else { "revoke" };
-        tracing::info!(partitions = ?msg.partitions, kind, "partitions revoked; draining");
         self.deps.metrics.observe_rebalance(kind);
         let deadline = Instant::now() + self.drain_timeout;
-        let actors: Vec<_> = msg
-            .partitions
-            .iter()
-            .filter_map(|p| self.partitions.remove(p))
-            .collect();
-        for partition in &msg.partitions {
-            self.observed.remove(partition);
+        let mut actors = Vec::new();
+        for assignment in &msg.assignments {
+            self.observed.remove(&assignment.partition);
+            if self
+                .partitions
+                .get(&assignment.partition)
+                .is_some_and(|(held, _)| held == assignment)
+            {
+                if let Some((_, actor)) = self.partitions.remove(&assignment.partition) {
+                    actors.push(actor);
+                }
+            }
         }
         let checkpoint = self.checkpoint.clone();
-        let partitions = msg.partitions;
+        let assignments = msg.assignments;
         Box::pin(async move {
             join_all(actors.iter().map(|actor| actor.send(Drain { deadline }))).await;
             let finals = checkpoint
-                .send(ReleasePartitions { partitions })
+                .send(ReleasePartitions { assignments })
                 .await
                 .unwrap_or_default();
             tracing::info!(?finals, "partitions drained");
@@ -156,7 +159,7 @@ impl Handler<GetStatus> for Supervisor {
         let actors: Vec<_> = self
             .partitions
             .iter()
-            .map(|(p, a)| (*p, a.clone()))
+            .map(|(p, (_, a))| (*p, a.clone()))
             .collect();
         let checkpoint = self.checkpoint.clone();
         let observed = self.observed.clone();
@@ -195,10 +198,19 @@ impl Handler<PartitionCommand> for Supervisor {
     type Result = Result<(), NotOwned>;
 
     fn handle(&mut self, msg: PartitionCommand, _ctx: &mut Context<Self>) -> Self::Result {
-        let actor = self
+        let (_, actor) = self
             .partitions
             .get(&msg.partition)
             .ok_or(NotOwned(msg.partition))?;
+        match msg.action {
+            PartitionAction::Pause => {
+                self.paused.insert(msg.partition);
+            }
+            PartitionAction::Resume => {
+                self.paused.remove(&msg.partition);
+            }
+            PartitionAction::RetryNow => {}
+        }
         actor.do_send(ApplyAction(msg.action));
         Ok(())
     }
@@ -211,7 +223,7 @@ impl Handler<Shutdown> for Supervisor {
         if !self.shutting_down {
             tracing::info!("shutting down: leaving the group after draining");
             self.shutting_down = true;
-            let _ = self.driver.send(DriverCommand::Shutdown);
+            self.kafka.send(KafkaRequest::Shutdown);
         }
     }
 }

@@ -3,50 +3,83 @@
 
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use rdkafka::message::{Message, OwnedMessage};
 
+use super::messages::FetchedRecord;
 use super::status::DuplicateCause;
 use crate::dead_letters::{self, DeadLetter};
-use crate::domain::{Outcome, TicketEvent};
+use crate::domain::{Outcome, RejectReason, TicketEvent};
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
 use crate::inbox::{Origin, PgInbox, Processed, duplicates, process_history_once};
 
 /// What a record asks of the database.
 #[derive(Debug, Clone)]
 pub enum Work {
-    Event { event: TicketEvent, origin: Origin },
-    DeadLetter(DeadLetter),
+    Event {
+        event: TicketEvent,
+        origin: Origin,
+        timestamp: Option<DateTime<Utc>>,
+    },
+    DeadLetter {
+        letter: DeadLetter,
+        timestamp: Option<DateTime<Utc>>,
+    },
 }
 
 impl Work {
     /// Parses a record into work: a valid event, or a dead letter with the reason.
-    pub fn from_record(topic: &str, record: &OwnedMessage, max_payload_bytes: usize) -> Work {
+    pub fn from_record(
+        topic: &str,
+        partition: i32,
+        record: FetchedRecord,
+        max_payload_bytes: usize,
+    ) -> Work {
         let origin = Origin {
-            partition: record.partition(),
-            offset: record.offset(),
+            partition,
+            offset: record.offset,
         };
-        let parsed = match record.payload() {
-            Some(bytes) => TicketEvent::parse(bytes, max_payload_bytes),
-            None => TicketEvent::parse(b"", max_payload_bytes),
-        };
+        let parsed =
+            TicketEvent::parse(record.payload.as_deref().unwrap_or(b""), max_payload_bytes);
         match parsed {
-            Ok(event) => Work::Event { event, origin },
-            Err(rejection) => Work::DeadLetter(DeadLetter {
-                topic: topic.to_owned(),
-                partition: origin.partition,
-                offset: origin.offset,
-                key: record.key().map(<[u8]>::to_vec),
-                payload: record.payload().map(<[u8]>::to_vec),
-                rejection,
-            }),
+            Ok(event) => Work::Event {
+                event,
+                origin,
+                timestamp: record.timestamp,
+            },
+            Err(rejection) => Work::DeadLetter {
+                letter: DeadLetter {
+                    topic: topic.to_owned(),
+                    partition,
+                    offset: record.offset,
+                    key: record.key,
+                    payload: record.payload,
+                    rejection,
+                },
+                timestamp: record.timestamp,
+            },
         }
     }
 
     pub fn event_id(&self) -> Option<&str> {
         match self {
             Work::Event { event, .. } => Some(&event.event_id),
-            Work::DeadLetter(_) => None,
+            Work::DeadLetter { .. } => None,
+        }
+    }
+
+    /// Why the record is a dead letter, if it is one.
+    pub fn rejection_reason(&self) -> Option<RejectReason> {
+        match self {
+            Work::Event { .. } => None,
+            Work::DeadLetter { letter, .. } => Some(letter.rejection.reason),
+        }
+    }
+
+    /// The record's Kafka timestamp.
+    pub fn timestamp(&self) -> Option<DateTime<Utc>> {
+        match self {
+            Work::Event { timestamp, .. } | Work::DeadLetter { timestamp, .. } => *timestamp,
         }
     }
 }
@@ -61,91 +94,81 @@ pub struct Executed {
     pub elapsed: Duration,
 }
 
-/// The longest one unit of work may take before it counts as `Unknown` (a stalled server or a
-/// half-open connection would otherwise hold the partition forever).
-const WORK_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest a duplicate's classification may take; past it the duplicate is counted as
+/// unclassified (its outcome is known already and stands).
+const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Executes `work` once. Never fails: failures, including a timeout, are the `Unknown` outcome.
-pub async fn execute(pool: Pool, work: Work) -> Executed {
+fn timed_out(timeout: Duration) -> String {
+    format!("database work timed out after {} ms", timeout.as_millis())
+}
+
+/// Executes `work` once, within `timeout`. Never fails: failures, including the timeout, are
+/// the `Unknown` outcome. A duplicate's classification runs afterwards under its own deadline.
+pub async fn execute(pool: Pool, work: Work, timeout: Duration) -> Executed {
     let started = Instant::now();
-    let (outcome, error, duplicate) =
-        match tokio::time::timeout(WORK_TIMEOUT, run(pool, &work)).await {
-            Ok(result) => result,
-            Err(_) => (
-                Outcome::Unknown,
-                Some(format!(
-                    "database work timed out after {} s",
-                    WORK_TIMEOUT.as_secs()
-                )),
-                None,
-            ),
-        };
+    let (outcome, error) = match tokio::time::timeout(timeout, run(&pool, &work)).await {
+        Ok(result) => result,
+        Err(_) => (Outcome::Unknown, Some(timed_out(timeout))),
+    };
+    let elapsed = started.elapsed();
+    let duplicate = match (&work, outcome) {
+        (Work::Event { event, origin, .. }, Outcome::AlreadyApplied) => {
+            Some(classify(&pool, event, *origin).await)
+        }
+        _ => None,
+    };
     Executed {
         outcome,
         error,
         duplicate,
-        elapsed: started.elapsed(),
+        elapsed,
     }
 }
 
-async fn run(pool: Pool, work: &Work) -> (Outcome, Option<String>, Option<DuplicateCause>) {
+async fn run(pool: &Pool, work: &Work) -> (Outcome, Option<String>) {
     match work {
-        Work::Event { event, origin } => {
+        Work::Event { event, origin, .. } => {
             let mut repo = PgInbox::new(pool.clone());
             match process_history_once(&mut repo, event, *origin).await {
-                Processed::Applied => (Outcome::Applied, None, None),
-                Processed::AlreadyApplied => {
-                    let cause = classify(&pool, event, *origin).await;
-                    (Outcome::AlreadyApplied, None, Some(cause))
+                Processed::Applied => (Outcome::Applied, None),
+                Processed::AlreadyApplied => (Outcome::AlreadyApplied, None),
+                Processed::Unknown(error) => {
+                    (Outcome::Unknown, Some(crate::error_text::chain(&error)))
                 }
-                Processed::Unknown(error) => (
-                    Outcome::Unknown,
-                    Some(crate::error_text::chain(&error)),
-                    None,
-                ),
             }
         }
-        Work::DeadLetter(letter) => match dead_letters::store(&pool, letter).await {
-            Ok(()) => (Outcome::DeadLettered, None, None),
-            Err(error) => (
-                Outcome::Unknown,
-                Some(crate::error_text::chain(&error)),
-                None,
-            ),
+        Work::DeadLetter { letter, .. } => match dead_letters::store(pool, letter).await {
+            Ok(()) => (Outcome::DeadLettered, None),
+            Err(error) => (Outcome::Unknown, Some(crate::error_text::chain(&error))),
         },
     }
 }
 
-/// Executes several units of work in one inbox transaction (SPEC §4 per event, batched).
-/// Outcomes stay per unit, in order. Any failure makes every unit `Unknown`: the caller then
-/// retries them one by one, so a single bad record cannot keep the batch unresolved.
-pub async fn execute_batch(pool: Pool, works: &[Work]) -> Vec<Executed> {
+/// Executes several units of work in one inbox transaction (SPEC §4 per event, batched),
+/// within `timeout`. Outcomes stay per unit, in order. Any failure makes every unit `Unknown`:
+/// the caller then retries them one by one, so a single bad record cannot keep the batch
+/// unresolved. Duplicates are classified afterwards under their own deadline.
+pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Vec<Executed> {
     if let [work] = works {
-        return vec![execute(pool, work.clone()).await];
+        return vec![execute(pool, (*work).clone(), timeout).await];
     }
     let started = Instant::now();
     let items: Vec<BatchItem<'_>> = works
         .iter()
         .map(|work| match work {
-            Work::Event { event, origin } => BatchItem::Event {
+            Work::Event { event, origin, .. } => BatchItem::Event {
                 event,
                 origin: *origin,
             },
-            Work::DeadLetter(letter) => BatchItem::DeadLetter(letter),
+            Work::DeadLetter { letter, .. } => BatchItem::DeadLetter(letter),
         })
         .collect();
-    let outcomes = match tokio::time::timeout(WORK_TIMEOUT, process_batch(&pool, &items)).await {
+    let outcomes = match tokio::time::timeout(timeout, process_batch(&pool, &items)).await {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) => {
             return all_unknown(works.len(), crate::error_text::chain(&error), started);
         }
-        Err(_) => {
-            return all_unknown(
-                works.len(),
-                format!("database work timed out after {} s", WORK_TIMEOUT.as_secs()),
-                started,
-            );
-        }
+        Err(_) => return all_unknown(works.len(), timed_out(timeout), started),
     };
     let elapsed = started.elapsed();
     let duplicates: Vec<(usize, &TicketEvent, Origin)> = works
@@ -153,17 +176,26 @@ pub async fn execute_batch(pool: Pool, works: &[Work]) -> Vec<Executed> {
         .zip(&outcomes)
         .enumerate()
         .filter_map(|(i, (work, outcome))| match (work, outcome) {
-            (Work::Event { event, origin }, BatchOutcome::AlreadyApplied) => {
+            (Work::Event { event, origin, .. }, BatchOutcome::AlreadyApplied) => {
                 Some((i, event, *origin))
             }
             _ => None,
         })
         .collect();
     let pairs: Vec<(&TicketEvent, Origin)> = duplicates.iter().map(|(_, e, o)| (*e, *o)).collect();
-    let causes = match duplicates::classify_many(&pool, &pairs).await {
-        Ok(causes) => causes,
-        Err(error) => {
+    let classified =
+        tokio::time::timeout(CLASSIFY_TIMEOUT, duplicates::classify_many(&pool, &pairs)).await;
+    let causes = match classified {
+        Ok(Ok(causes)) => causes,
+        Ok(Err(error)) => {
             tracing::warn!(error = %crate::error_text::chain(&error), "could not classify duplicates");
+            vec![DuplicateCause::Unclassified; pairs.len()]
+        }
+        Err(_) => {
+            tracing::warn!(
+                duplicates = pairs.len(),
+                "classifying duplicates timed out; counted as unclassified"
+            );
             vec![DuplicateCause::Unclassified; pairs.len()]
         }
     };
@@ -207,7 +239,13 @@ fn warn_conflict(event: &TicketEvent, origin: Origin) {
 }
 
 async fn classify(pool: &Pool, event: &TicketEvent, origin: Origin) -> DuplicateCause {
-    match duplicates::classify(pool, event, origin).await {
+    let classified =
+        tokio::time::timeout(CLASSIFY_TIMEOUT, duplicates::classify(pool, event, origin)).await;
+    let Ok(classified) = classified else {
+        tracing::warn!(event_id = %event.event_id, "classifying a duplicate timed out");
+        return DuplicateCause::Unclassified;
+    };
+    match classified {
         Ok(DuplicateCause::Conflicting) => {
             warn_conflict(event, origin);
             DuplicateCause::Conflicting

@@ -205,9 +205,15 @@ pub struct RawRead {
 }
 
 fn read_raw(settings: &KafkaSettings, ends: &[i64]) -> Result<RawRead, BenchError> {
-    let consumer: BaseConsumer = crate::kafka::consumer_config(settings, "history-bench-raw")
-        .create()
-        .map_err(BenchError::Kafka)?;
+    let defaults = crate::config::RuntimeSettings::default();
+    let prefetch = crate::kafka::client::Prefetch {
+        records: defaults.partition_queue,
+        kbytes: defaults.partition_fetch_kb,
+    };
+    let consumer: BaseConsumer =
+        crate::kafka::consumer_config(settings, "history-bench-raw", prefetch)
+            .create()
+            .map_err(BenchError::Kafka)?;
     let mut assignment = TopicPartitionList::new();
     for partition in 0..ends.len() as i32 {
         assignment

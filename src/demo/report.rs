@@ -218,9 +218,11 @@ mod tests {
             partition,
             actor: Some(PartitionStatus {
                 partition,
+                generation: 1,
                 state: PartitionState::Running,
                 operator_paused: false,
                 in_flight: 0,
+                requested: 0,
                 backlog: vec![entry; backlog],
                 counts,
                 last_offset: None,
@@ -229,6 +231,7 @@ mod tests {
             }),
             checkpoint: Some(CheckpointStatus {
                 partition,
+                generation: 1,
                 watermark: committed,
                 committed,
                 unresolved: backlog,

@@ -5,8 +5,19 @@ use rdkafka::ClientConfig;
 
 use crate::config::KafkaSettings;
 
+/// How much librdkafka may prefetch for each assigned partition. Every partition is read from
+/// its own queue, so these limits apply per partition: a partition whose actor takes nothing
+/// (database down, operator pause) stops being fetched once its queue holds this much.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefetch {
+    /// Records (`queued.min.messages`).
+    pub records: usize,
+    /// KiB (`queued.max.messages.kbytes`, and the most one fetch brings: `max.partition.fetch.bytes`).
+    pub kbytes: usize,
+}
+
 /// librdkafka properties for the group member.
-pub fn consumer_config(kafka: &KafkaSettings, client_id: &str) -> ClientConfig {
+pub fn consumer_config(kafka: &KafkaSettings, client_id: &str, prefetch: Prefetch) -> ClientConfig {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", &kafka.brokers)
@@ -21,13 +32,17 @@ pub fn consumer_config(kafka: &KafkaSettings, client_id: &str) -> ClientConfig {
         .set("enable.partition.eof", "false")
         // High watermarks and committed offsets for the status page come from statistics.
         .set("statistics.interval.ms", "1000")
-        // Prefetch is memory: keep it modest, the database is the bottleneck anyway.
-        .set("queued.max.messages.kbytes", "16384")
-        // A resumed partition waits for the broker's outstanding long poll, and a partition
-        // whose prefetch queue was full waits fetch.queue.backoff.ms (1 s by default) before
-        // its next fetch: both stall a partition that pauses and resumes under load.
+        // Prefetch is memory, and with a queue per partition it is per partition.
+        .set("queued.min.messages", prefetch.records.to_string())
+        .set("queued.max.messages.kbytes", prefetch.kbytes.to_string())
+        .set(
+            "max.partition.fetch.bytes",
+            (prefetch.kbytes * 1024).to_string(),
+        )
+        // A partition whose prefetch queue was full is looked at again only after
+        // fetch.queue.backoff.ms (1 s by default): far too long once its actor has room.
         .set("fetch.wait.max.ms", "100")
-        .set("fetch.queue.backoff.ms", "20");
+        .set("fetch.queue.backoff.ms", "10");
     for (key, value) in &kafka.options {
         config.set(key, value);
     }

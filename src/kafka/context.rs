@@ -1,107 +1,87 @@
-//! The consumer context: librdkafka calls it on the driver thread. Rebalances are handed to the
-//! supervisor as messages and the callback waits for the reply, so a partition is consumed
-//! only after its actor exists, and given up only after its actor drained and its final
-//! watermark was committed.
+//! The consumer context: what librdkafka calls back on the driver thread while it polls.
+//!
+//! Statistics, errors and logs are passed on at once. Rebalances are not carried out inside
+//! the callback: the context only takes note of them, and the driver loop carries them out
+//! right after the poll returns (split the partition queues and start the actors, or drain
+//! them and commit, then tell librdkafka), owning all of its state instead of sharing it with
+//! a callback. librdkafka waits for that answer before it fetches or gives up anything.
 
-use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use actix::Addr;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use actix::Recipient;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol};
 use rdkafka::error::KafkaError;
-use rdkafka::message::OwnedMessage;
 use rdkafka::statistics::Statistics;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientContext, TopicPartitionList};
 
-use crate::actors::messages::{
-    GroupJoined, ObservedOffsets, OffsetsObserved, PartitionRoute, PartitionsAssigned,
-    PartitionsRevoked,
-};
-use crate::actors::{Checkpoint, Supervisor};
+use crate::actors::messages::{ObservedOffsets, OffsetsObserved};
 use crate::metrics::Metrics;
 
-/// A partition's route plus what the driver holds back while the partition is paused.
-pub struct Route {
-    pub route: PartitionRoute,
-    pub stash: VecDeque<OwnedMessage>,
-    /// Roughly the memory the stash holds.
-    pub stash_bytes: usize,
-    pub paused: bool,
-    /// The offset of the last record polled for this partition.
-    pub last_seen: Option<i64>,
+/// A rebalance librdkafka asked for, to be carried out by the driver loop.
+#[derive(Debug)]
+pub enum Rebalance {
+    Assign(TopicPartitionList),
+    Revoke(TopicPartitionList),
+    /// A failed rebalance: the listed partitions are given up without a final commit.
+    Error(TopicPartitionList, String),
 }
 
 /// The context of the group member.
-pub struct HistoryContext {
+pub struct KafkaContext {
     pub topic: String,
-    pub supervisor: Addr<Supervisor>,
-    pub checkpoint: Addr<Checkpoint>,
+    pub observed: Recipient<OffsetsObserved>,
     pub metrics: Metrics,
-    /// Touched only on the driver thread (callbacks run inside its `poll`).
-    pub routes: Mutex<BTreeMap<i32, Route>>,
+    /// Rebalances noted during a poll, for the driver loop.
+    rebalances: Mutex<Vec<Rebalance>>,
+    /// While true, rebalances wait for the driver loop; once it stopped (the consumer is being
+    /// closed), librdkafka's own default answer is given at once.
+    deferred: AtomicBool,
 }
 
-impl HistoryContext {
-    fn partitions_of(&self, tpl: &TopicPartitionList) -> Vec<i32> {
-        tpl.elements()
-            .iter()
-            .filter(|e| e.topic() == self.topic)
-            .map(|e| e.partition())
-            .collect()
-    }
-
-    fn assign(&self, partitions: Vec<i32>) {
-        if partitions.is_empty() {
-            return;
-        }
-        let routes =
-            futures::executor::block_on(self.supervisor.send(PartitionsAssigned { partitions }))
-                .unwrap_or_default();
-        let mut table = self.routes.lock().expect("routes lock");
-        for route in routes {
-            table.insert(
-                route.partition,
-                Route {
-                    route,
-                    stash: VecDeque::new(),
-                    stash_bytes: 0,
-                    paused: false,
-                    last_seen: None,
-                },
-            );
+impl KafkaContext {
+    pub fn new(topic: String, observed: Recipient<OffsetsObserved>, metrics: Metrics) -> Self {
+        KafkaContext {
+            topic,
+            observed,
+            metrics,
+            rebalances: Mutex::new(Vec::new()),
+            deferred: AtomicBool::new(true),
         }
     }
 
-    fn revoke(&self, consumer: &BaseConsumer<Self>, partitions: Vec<i32>) {
-        if partitions.is_empty() {
-            return;
-        }
-        let lost = consumer.assignment_lost();
-        let revoked = PartitionsRevoked {
-            partitions: partitions.clone(),
-            lost,
-        };
-        let finals = futures::executor::block_on(self.supervisor.send(revoked)).unwrap_or_default();
-        if !lost && !finals.is_empty() {
-            let mut tpl = TopicPartitionList::new();
-            for (partition, offset) in &finals {
-                let _ = tpl.add_partition_offset(&self.topic, *partition, Offset::Offset(*offset));
-            }
-            match consumer.commit(&tpl, CommitMode::Sync) {
-                Ok(()) => tracing::info!(?finals, "final watermarks committed"),
-                Err(error) => {
-                    tracing::warn!(?finals, error = %error, "final commit failed; the next owner replays from the last commit")
-                }
-            }
-        }
-        let mut table = self.routes.lock().expect("routes lock");
-        for partition in partitions {
-            table.remove(&partition);
-        }
+    /// The rebalances noted since the last call, oldest first.
+    pub fn take_rebalances(&self) -> Vec<Rebalance> {
+        std::mem::take(&mut *self.rebalances.lock().expect("rebalances lock"))
+    }
+
+    /// From now on, rebalances are answered inside the callback (the driver loop has ended).
+    pub fn stop_deferring(&self) {
+        self.deferred.store(false, Ordering::Release);
     }
 }
 
-impl ClientContext for HistoryContext {
+/// Gives librdkafka the answer a rebalance needs once the application is done with it.
+pub fn acknowledge<C: ConsumerContext>(consumer: &BaseConsumer<C>, rebalance: &Rebalance) {
+    let cooperative = matches!(
+        consumer.rebalance_protocol(),
+        RebalanceProtocol::Cooperative
+    );
+    let result = match (rebalance, cooperative) {
+        (Rebalance::Assign(tpl), true) => consumer.incremental_assign(tpl),
+        (Rebalance::Assign(tpl), false) => consumer.assign(tpl),
+        (Rebalance::Revoke(tpl) | Rebalance::Error(tpl, _), true) => {
+            consumer.incremental_unassign(tpl)
+        }
+        (Rebalance::Revoke(_) | Rebalance::Error(..), false) => consumer.unassign(),
+    };
+    if let Err(error) = result {
+        tracing::warn!(error = %error, ?rebalance, "librdkafka refused the rebalance answer");
+    }
+}
+
+impl ClientContext for KafkaContext {
     fn stats(&self, statistics: Statistics) {
         let Some(topic) = statistics.topics.get(&self.topic) else {
             return;
@@ -118,7 +98,7 @@ impl ClientContext for HistoryContext {
             })
             .collect::<Vec<_>>();
         if !partitions.is_empty() {
-            self.supervisor.do_send(OffsetsObserved { partitions });
+            self.observed.do_send(OffsetsObserved { partitions });
         }
     }
 
@@ -140,24 +120,32 @@ impl ClientContext for HistoryContext {
     }
 }
 
-impl ConsumerContext for HistoryContext {
-    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Assign(tpl) => self.assign(self.partitions_of(tpl)),
-            Rebalance::Revoke(tpl) => self.revoke(consumer, self.partitions_of(tpl)),
-            Rebalance::Error(error) => tracing::warn!(error = %error, "rebalance error"),
-        }
-    }
-
-    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, _rebalance: &Rebalance<'_>) {
-        if let Some(member_id) = member_id(consumer) {
-            self.supervisor.do_send(GroupJoined { member_id });
+impl ConsumerContext for KafkaContext {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        // The list belongs to the event; the driver gets a copy.
+        let rebalance = match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => Rebalance::Assign(tpl.clone()),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => Rebalance::Revoke(tpl.clone()),
+            other => Rebalance::Error(tpl.clone(), format!("{other:?}")),
+        };
+        if self.deferred.load(Ordering::Acquire) {
+            self.rebalances
+                .lock()
+                .expect("rebalances lock")
+                .push(rebalance);
+        } else {
+            acknowledge(consumer, &rebalance);
         }
     }
 }
 
 /// The member id the coordinator gave this consumer (not exposed by rust-rdkafka).
-fn member_id(consumer: &BaseConsumer<HistoryContext>) -> Option<String> {
+pub fn member_id<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<String> {
     // SAFETY: rd_kafka_memberid returns a string we own (or null), freed with rd_kafka_mem_free.
     unsafe {
         let native = consumer.client().native_ptr();

@@ -1,292 +1,540 @@
-//! The driver thread: polls the consumer (which serves rebalance, commit and statistics
-//! callbacks), routes each record to its partition actor, pauses a partition whose actor's
-//! queue is full and resumes it when there is room, and executes commit commands.
-//! librdkafka is never called from an actix thread.
+//! The driver thread: the only thread that calls librdkafka's consumer.
+//!
+//! Each assigned partition is read from its own librdkafka queue (split off before the
+//! partition is assigned) and handed to its actor only as far as the actor asked for
+//! ([`KafkaRequest::Demand`]). A partition whose actor asks for nothing (its backlog of Unknown
+//! records is at its bound, or an operator paused it) is simply not read: its queue fills up
+//! to `queued.min.messages` / `queued.max.messages.kbytes` and librdkafka stops fetching it by
+//! itself. There is no application-side pause, buffer or shared counter to get wrong.
+//!
+//! The same loop serves the main queue (rebalances, statistics, errors), carries out the
+//! rebalances it noted (see [`super::context`]), sends offset commits one at a time (see
+//! [`super::commits`]) and steps the watermark over offsets without records. It sleeps on one
+//! channel, woken by the actors' requests and by librdkafka whenever one of its queues
+//! becomes non-empty.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::Receiver;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::message::{Message, OwnedMessage};
+use actix::Recipient;
+use chrono::DateTime;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::context::{HistoryContext, Route};
-use crate::actors::messages::{CommitCompleted, DriverStopped, GapObserved, Record};
+use super::commits::{CommitLedger, CommitQueue};
+use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
+use crate::actors::messages::{
+    Assignment, CommitCompleted, CommitPosition, DriverStopped, Fetched, FetchedRecord,
+    GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRevoked,
+};
 
-const POLL_TIMEOUT: Duration = Duration::from_millis(50);
-/// The poll timeout while records wait in a stash, so they move on as soon as there is room.
-const POLL_TIMEOUT_STASHED: Duration = Duration::from_millis(2);
-/// How often the consumer's position is compared with the last delivered records.
-const GAP_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+type Consumer_ = BaseConsumer<KafkaContext>;
+type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaContext>;
 
-/// How many records the driver may hold for each partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Records handed to the partition actor and not yet taken up by it.
-    pub queue: usize,
-    /// Bytes of records the driver may hold back, over all partitions, while their queues are
-    /// full; a partition holding its share pauses. Pausing makes librdkafka drop its prefetch,
-    /// and a resumed partition is fetched again only at the broker thread's next wake-up (up
-    /// to a second later), so the buffer absorbs ordinary bursts and only a partition that
-    /// stays behind (a database outage) is paused.
-    pub buffer_bytes: usize,
+/// How long the loop sleeps when nothing wakes it (a safety net: librdkafka's wake-ups and
+/// the actors' requests normally end the sleep at once).
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// The least time between two looks at the consumer's positions.
+const POSITION_CHECK_EVERY: Duration = Duration::from_millis(20);
+/// How long a revoke waits for the commit in flight and then for the final commit.
+const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A commit without an answer for this long is reported in the log.
+const SLOW_COMMIT: Duration = Duration::from_secs(30);
+
+/// Where the driver thread reports to.
+pub struct DriverPorts {
+    pub assigned: Recipient<PartitionsAssigned>,
+    pub revoked: Recipient<PartitionsRevoked>,
+    pub commits: Recipient<CommitCompleted>,
+    pub joined: Recipient<GroupJoined>,
+    pub stopped: Recipient<DriverStopped>,
 }
 
-/// What the actors ask of the driver thread.
-#[derive(Debug)]
-pub enum DriverCommand {
-    /// Commit these positions (next offset to read) for partitions still assigned.
-    Commit(Vec<(i32, i64)>),
-    /// Leave the group: revoke (drain and commit) every partition, then close.
-    Shutdown,
+/// How the driver thread behaves.
+#[derive(Debug, Clone, Copy)]
+pub struct DriverSettings {
+    /// Records a new partition actor may be sent before it asks (its window).
+    pub initial_credit: usize,
+    /// How long leaving the group may take before the consumer is closed anyway.
+    pub shutdown_deadline: Duration,
 }
 
-/// Starts the driver thread; it owns the consumer and drops it (closing it) on its way out.
+/// Starts the driver thread. It owns the consumer and closes it on its way out, after the
+/// last partition was revoked (or the shutdown deadline passed).
 pub fn spawn_driver(
-    consumer: BaseConsumer<HistoryContext>,
-    commands: Receiver<DriverCommand>,
-    limits: Limits,
-    shutdown_deadline: Duration,
+    consumer: Consumer_,
+    requests: Receiver<KafkaRequest>,
+    link: KafkaLink,
+    ports: DriverPorts,
+    settings: DriverSettings,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("kafka-driver".into())
         .spawn(move || {
-            let supervisor = consumer.context().supervisor.clone();
-            let result = drive(&consumer, &commands, limits, shutdown_deadline);
-            // Closing leaves the group; any partitions still assigned are revoked through the
-            // context first. Done here, never on an actix thread: it blocks.
-            drop(consumer);
-            supervisor.do_send(DriverStopped {
-                error: result.err(),
+            let stopped = ports.stopped.clone();
+            let mut consumer = consumer;
+            let main_link = link.clone();
+            consumer.set_nonempty_callback(move || {
+                main_link.send(KafkaRequest::Wake);
             });
+            let consumer = Arc::new(consumer);
+            let commit_link = link.clone();
+            let commit_queue = CommitQueue::new(&consumer, move || {
+                commit_link.send(KafkaRequest::Wake);
+            });
+            let mut driver = Driver {
+                topic: consumer.context().topic.clone(),
+                consumer: consumer.clone(),
+                requests,
+                link,
+                ports,
+                settings,
+                readers: BTreeMap::new(),
+                next_generation: 1,
+                ever_assigned: BTreeSet::new(),
+                ledger: CommitLedger::new(),
+                commit_queue,
+                closing_since: None,
+                positions_checked: Instant::now(),
+            };
+            driver.run();
+            driver.close();
+            drop(driver);
+            // The last reference: closing the consumer blocks, which is fine on this thread.
+            drop(consumer);
+            stopped.do_send(DriverStopped { error: None });
         })
 }
 
-fn drive(
-    consumer: &BaseConsumer<HistoryContext>,
-    commands: &Receiver<DriverCommand>,
-    limits: Limits,
-    shutdown_deadline: Duration,
-) -> Result<(), String> {
-    // librdkafka reports no result for a manual asynchronous commit (rust-rdkafka sets no
-    // offset_commit_cb), so commits are synchronous, on a thread of their own: a slow broker
-    // never stops this thread from routing records and serving rebalances.
-    std::thread::scope(|scope| {
-        let (jobs, pending_jobs) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("kafka-committer".into())
-            .spawn_scoped(scope, move || committer(consumer, pending_jobs))
-            .map_err(|e| format!("could not start the committer thread: {e}"))?;
-        poll_loop(consumer, commands, &jobs, limits, shutdown_deadline);
-        Ok(())
-    })
+/// One assigned partition, as the driver reads it.
+struct Reader {
+    assignment: Assignment,
+    queue: PartitionQueue,
+    sink: Recipient<Fetched>,
+    /// Records the actor asked for and has not been sent yet.
+    demand: usize,
+    /// The highest offset the watermark will have seen once the actor reported everything
+    /// sent so far: the last record sent, or the end of the last skip.
+    accounted: Option<i64>,
+    /// Whether the consumer's position can be trusted before any record was delivered: true
+    /// on a partition's first assignment in this process. librdkafka resets its position
+    /// asynchronously when a partition is given up, so after a reassignment a position seen
+    /// before the first record might still be the previous assignment's.
+    fresh: bool,
+    /// The queue was read since the position was last looked at.
+    unchecked: bool,
 }
 
-fn poll_loop(
-    consumer: &BaseConsumer<HistoryContext>,
-    commands: &Receiver<DriverCommand>,
-    jobs: &std::sync::mpsc::Sender<Vec<(i32, i64)>>,
-    limits: Limits,
-    shutdown_deadline: Duration,
-) {
-    let context = consumer.context();
-    let mut closing_since: Option<Instant> = None;
-    let mut gaps_checked = Instant::now();
-    loop {
-        for command in commands.try_iter() {
-            match command {
-                DriverCommand::Commit(offsets) => {
-                    let _ = jobs.send(offsets);
+struct Driver {
+    topic: String,
+    consumer: Arc<Consumer_>,
+    requests: Receiver<KafkaRequest>,
+    link: KafkaLink,
+    ports: DriverPorts,
+    settings: DriverSettings,
+    readers: BTreeMap<i32, Reader>,
+    next_generation: u64,
+    ever_assigned: BTreeSet<i32>,
+    ledger: CommitLedger,
+    commit_queue: CommitQueue,
+    closing_since: Option<Instant>,
+    positions_checked: Instant,
+}
+
+impl Driver {
+    fn run(&mut self) {
+        loop {
+            self.serve_main_queue();
+            self.collect_commit_answers(Duration::ZERO);
+            while let Ok(request) = self.requests.try_recv() {
+                self.handle(request);
+            }
+            self.feed_partitions();
+            self.check_positions();
+            self.send_next_commit();
+            if self.finished() {
+                return;
+            }
+            match self.requests.recv_timeout(IDLE_WAIT) {
+                Ok(request) => self.handle(request),
+                Err(RecvTimeoutError::Timeout) => {}
+                // Every sender is gone: nobody is left to process records.
+                Err(RecvTimeoutError::Disconnected) => self.begin_closing(),
+            }
+        }
+    }
+
+    fn handle(&mut self, request: KafkaRequest) {
+        match request {
+            KafkaRequest::Demand {
+                assignment,
+                records,
+            } => {
+                if let Some(reader) = self.reader_of(assignment) {
+                    reader.demand += records;
                 }
-                DriverCommand::Shutdown => {
-                    if closing_since.is_none() {
-                        closing_since = Some(Instant::now());
-                        consumer.unsubscribe();
+            }
+            KafkaRequest::Commit(positions) => self.ledger.request(positions),
+            KafkaRequest::Shutdown => self.begin_closing(),
+            KafkaRequest::Wake => {}
+        }
+    }
+
+    fn reader_of(&mut self, assignment: Assignment) -> Option<&mut Reader> {
+        self.readers
+            .get_mut(&assignment.partition)
+            .filter(|r| r.assignment == assignment)
+    }
+
+    fn begin_closing(&mut self) {
+        if self.closing_since.is_none() {
+            tracing::info!("leaving the group");
+            self.closing_since = Some(Instant::now());
+            // librdkafka revokes the assignment through the usual rebalance path.
+            self.consumer.unsubscribe();
+        }
+    }
+
+    fn finished(&self) -> bool {
+        match self.closing_since {
+            None => false,
+            Some(since) => {
+                self.readers.is_empty() || since.elapsed() > self.settings.shutdown_deadline
+            }
+        }
+    }
+
+    /// Polls the main queue until it is empty, carrying out every rebalance it delivers.
+    fn serve_main_queue(&mut self) {
+        loop {
+            match self.consumer.poll(Duration::ZERO) {
+                Some(Ok(message)) => {
+                    // Every assigned partition has its own queue; this is a partition the
+                    // group gave us that we did not split (should not happen): its records
+                    // are left to the next owner.
+                    tracing::warn!(
+                        partition = message.partition(),
+                        offset = message.offset(),
+                        "record on the main queue ignored"
+                    );
+                }
+                Some(Err(error)) => {
+                    self.consumer.context().metrics.observe_kafka_error();
+                    tracing::warn!(error = %error, "kafka consumer error");
+                }
+                None => {
+                    let rebalances = self.consumer.context().take_rebalances();
+                    if rebalances.is_empty() {
+                        return;
+                    }
+                    for rebalance in rebalances {
+                        self.carry_out(rebalance);
                     }
                 }
             }
         }
-        feed_stashed(
-            consumer,
-            &mut context.routes.lock().expect("routes lock"),
-            limits,
-        );
-        if gaps_checked.elapsed() >= GAP_CHECK_INTERVAL {
-            gaps_checked = Instant::now();
-            report_gaps(consumer);
+    }
+
+    fn partitions_of(&self, tpl: &TopicPartitionList) -> Vec<i32> {
+        tpl.elements()
+            .iter()
+            .filter(|e| e.topic() == self.topic)
+            .map(|e| e.partition())
+            .collect()
+    }
+
+    fn carry_out(&mut self, rebalance: Rebalance) {
+        match &rebalance {
+            Rebalance::Assign(tpl) => {
+                let partitions = self.partitions_of(tpl);
+                self.assign(&partitions);
+                acknowledge(&self.consumer, &rebalance);
+                if let Some(member_id) = member_id(&self.consumer) {
+                    self.ports.joined.do_send(GroupJoined { member_id });
+                }
+            }
+            Rebalance::Revoke(tpl) => {
+                let partitions = self.partitions_of(tpl);
+                let lost = self.consumer.assignment_lost();
+                self.revoke(&partitions, lost);
+                acknowledge(&self.consumer, &rebalance);
+            }
+            Rebalance::Error(tpl, error) => {
+                tracing::warn!(error, "rebalance failed; giving up the partitions");
+                let partitions = self.partitions_of(tpl);
+                self.revoke(&partitions, true);
+                acknowledge(&self.consumer, &rebalance);
+            }
         }
-        if let Some(since) = closing_since {
-            let drained = context.routes.lock().expect("routes lock").is_empty();
-            if drained || since.elapsed() > shutdown_deadline {
+    }
+
+    /// Splits the partitions' queues and starts their actors, before librdkafka is told to
+    /// fetch them, so that no record ever reaches the main queue.
+    fn assign(&mut self, partitions: &[i32]) {
+        if partitions.is_empty() {
+            return;
+        }
+        tracing::info!(?partitions, "partitions assigned");
+        let mut queues = BTreeMap::new();
+        for &partition in partitions {
+            let Some(mut queue) = self.consumer.split_partition_queue(&self.topic, partition)
+            else {
+                tracing::error!(partition, "could not split the partition's queue");
+                continue;
+            };
+            let link = self.link.clone();
+            queue.set_nonempty_callback(move || {
+                link.send(KafkaRequest::Wake);
+            });
+            let assignment = Assignment {
+                partition,
+                generation: self.next_generation,
+            };
+            self.next_generation += 1;
+            queues.insert(partition, (assignment, queue));
+        }
+        let assignments = queues.values().map(|(a, _)| *a).collect();
+        let sinks = futures::executor::block_on(
+            self.ports.assigned.send(PartitionsAssigned { assignments }),
+        )
+        .unwrap_or_default();
+        for (assignment, sink) in sinks {
+            let Some((_, queue)) = queues.remove(&assignment.partition) else {
+                continue;
+            };
+            let fresh = self.ever_assigned.insert(assignment.partition);
+            self.readers.insert(
+                assignment.partition,
+                Reader {
+                    assignment,
+                    queue,
+                    sink,
+                    demand: self.settings.initial_credit,
+                    accounted: None,
+                    fresh,
+                    unchecked: true,
+                },
+            );
+        }
+    }
+
+    /// Drains the partitions' actors, then commits their final positions (after the commit in
+    /// flight, if any), before librdkafka gives them up.
+    fn revoke(&mut self, partitions: &[i32], lost: bool) {
+        let readers: Vec<Reader> = partitions
+            .iter()
+            .filter_map(|p| self.readers.remove(p))
+            .collect();
+        self.ledger.forget(partitions);
+        if readers.is_empty() {
+            return;
+        }
+        let assignments: Vec<Assignment> = readers.iter().map(|r| r.assignment).collect();
+        tracing::info!(?partitions, lost, "partitions revoked; draining");
+        let finals = futures::executor::block_on(
+            self.ports
+                .revoked
+                .send(PartitionsRevoked { assignments, lost }),
+        )
+        .unwrap_or_default();
+        // The queues go only now: nothing was read from them while the actors drained.
+        drop(readers);
+        if lost || finals.is_empty() {
+            return;
+        }
+        self.commit_final(finals);
+    }
+
+    fn commit_final(&mut self, finals: Vec<CommitPosition>) {
+        let deadline = Instant::now() + FINAL_COMMIT_TIMEOUT;
+        while self.ledger.in_flight().is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::warn!(
+                    ?finals,
+                    "final commit skipped: the commit before it is still unanswered; the next \
+                     owner replays from the last committed offsets"
+                );
                 return;
             }
+            self.collect_commit_answers(left);
         }
-        let stashed = context
-            .routes
-            .lock()
-            .expect("routes lock")
-            .values()
-            .any(|r| !r.stash.is_empty());
-        let timeout = if stashed {
-            POLL_TIMEOUT_STASHED
-        } else {
-            POLL_TIMEOUT
-        };
-        match consumer.poll(timeout) {
-            Some(Ok(message)) => route(consumer, message.detach(), limits),
-            Some(Err(error)) => {
-                context.metrics.observe_kafka_error();
-                tracing::warn!(error = %error, "kafka consumer error");
+        if self.send_final(finals.clone()) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.collect_commit_answers(left);
+            match self.ledger.in_flight() {
+                None => tracing::info!(?finals, "final positions committed"),
+                Some(_) => tracing::warn!(?finals, "final commit not answered in time"),
             }
-            None => {}
         }
     }
-}
 
-/// Commits positions for partitions still assigned, newest job per partition first, and
-/// reports each result to the checkpoint. Ends when the poll loop drops its sender.
-fn committer(consumer: &BaseConsumer<HistoryContext>, jobs: Receiver<Vec<(i32, i64)>>) {
-    let context = consumer.context();
-    while let Ok(first) = jobs.recv() {
-        // Jobs that queued up while the broker was slow: only the newest position matters.
-        let mut latest: BTreeMap<i32, i64> = BTreeMap::new();
-        for (partition, offset) in std::iter::once(first).chain(jobs.try_iter()).flatten() {
-            let entry = latest.entry(partition).or_insert(offset);
-            *entry = (*entry).max(offset);
+    /// Hands each partition actor as many records as it asked for.
+    fn feed_partitions(&mut self) {
+        for reader in self.readers.values_mut() {
+            if reader.demand == 0 {
+                continue;
+            }
+            reader.unchecked = true;
+            let mut records = Vec::new();
+            while records.len() < reader.demand {
+                match reader.queue.poll(Duration::ZERO) {
+                    Some(Ok(message)) => records.push(fetched(&message)),
+                    Some(Err(error)) => {
+                        self.consumer.context().metrics.observe_kafka_error();
+                        tracing::warn!(
+                            partition = reader.assignment.partition,
+                            error = %error,
+                            "kafka partition error"
+                        );
+                    }
+                    None => break,
+                }
+            }
+            let Some(last) = records.last() else {
+                continue;
+            };
+            reader.accounted = Some(last.offset);
+            reader.demand -= records.len();
+            reader.sink.do_send(Fetched::Records(records));
         }
-        let owned: Vec<(i32, i64)> = {
-            let routes = context.routes.lock().expect("routes lock");
-            latest
-                .into_iter()
-                .filter(|(p, _)| routes.contains_key(p))
-                .collect()
+    }
+
+    /// Tells the actors about offsets the consumer stepped over without a record for us
+    /// (transaction markers, aborted records) after everything they were sent.
+    fn check_positions(&mut self) {
+        if !self.readers.values().any(|r| r.unchecked)
+            || self.positions_checked.elapsed() < POSITION_CHECK_EVERY
+        {
+            return;
+        }
+        self.positions_checked = Instant::now();
+        let Ok(positions) = self.consumer.position() else {
+            return;
         };
-        if owned.is_empty() {
-            continue;
-        }
-        let mut tpl = TopicPartitionList::new();
-        for (partition, offset) in &owned {
-            let _ = tpl.add_partition_offset(&context.topic, *partition, Offset::Offset(*offset));
-        }
-        let result = consumer.commit(&tpl, CommitMode::Sync);
-        context.checkpoint.do_send(CommitCompleted {
-            offsets: owned,
-            error: result.err().map(|e| e.to_string()),
-        });
-    }
-}
-
-fn route(consumer: &BaseConsumer<HistoryContext>, message: OwnedMessage, limits: Limits) {
-    let context = consumer.context();
-    let mut routes = context.routes.lock().expect("routes lock");
-    let partition = message.partition();
-    let Some(route) = routes.get_mut(&partition) else {
-        tracing::debug!(
-            partition,
-            offset = message.offset(),
-            "record for a partition not assigned here"
-        );
-        return;
-    };
-    if route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < limits.queue {
-        send(route, message);
-        return;
-    }
-    let share = limits.buffer_bytes / routes.len().max(1);
-    let route = routes.get_mut(&partition).expect("looked up above");
-    route.stash_bytes += stashed_size(&message);
-    route.stash.push_back(message);
-    if !route.paused && route.stash_bytes >= share {
-        route.paused = set_paused(consumer, &context.topic, partition, true);
-    }
-}
-
-/// What a held-back record costs in memory, roughly.
-fn stashed_size(message: &OwnedMessage) -> usize {
-    const OVERHEAD: usize = 128;
-    OVERHEAD + message.payload().map_or(0, <[u8]>::len) + message.key().map_or(0, <[u8]>::len)
-}
-
-fn send(route: &mut Route, message: OwnedMessage) {
-    route.route.queued.fetch_add(1, Ordering::AcqRel);
-    route.route.recipient.do_send(Record(message));
-}
-
-fn feed_stashed(
-    consumer: &BaseConsumer<HistoryContext>,
-    routes: &mut BTreeMap<i32, Route>,
-    limits: Limits,
-) {
-    let topic = &consumer.context().topic;
-    for (partition, route) in routes.iter_mut() {
-        while !route.stash.is_empty() && route.route.queued.load(Ordering::Acquire) < limits.queue {
-            let message = route.stash.pop_front().expect("not empty");
-            route.stash_bytes -= stashed_size(&message);
-            send(route, message);
-        }
-        if route.paused && route.stash.is_empty() {
-            route.paused = !set_paused(consumer, topic, *partition, false);
-        }
-    }
-}
-
-/// Tells the checkpoint where the consumer's position has stepped over offsets that hold no
-/// record (a transaction's commit marker after the last record, aborted records): only this
-/// thread sees both the position and the last delivered record, so the two are consistent.
-fn report_gaps(consumer: &BaseConsumer<HistoryContext>) {
-    let context = consumer.context();
-    let Ok(positions) = consumer.position() else {
-        return;
-    };
-    let routes = context.routes.lock().expect("routes lock");
-    for (partition, route) in routes.iter() {
-        let (Some(last_delivered), true) = (route.last_seen, route.stash.is_empty()) else {
-            continue;
-        };
-        let position = positions
-            .find_partition(&context.topic, *partition)
-            .map(|e| e.offset());
-        if let Some(Offset::Offset(position)) = position {
-            if position > last_delivered + 1 {
-                context.checkpoint.do_send(GapObserved {
-                    partition: *partition,
-                    last_delivered,
+        for (partition, reader) in &mut self.readers {
+            if !std::mem::take(&mut reader.unchecked) {
+                continue;
+            }
+            let Some(Offset::Offset(position)) = positions
+                .find_partition(&self.topic, *partition)
+                .map(|e| e.offset())
+            else {
+                continue;
+            };
+            let moved = match reader.accounted {
+                Some(last) => position > last + 1,
+                None => reader.fresh && position > 0,
+            };
+            if moved {
+                reader.sink.do_send(Fetched::Skipped {
+                    after: reader.accounted,
                     position,
                 });
+                reader.accounted = Some(position - 1);
             }
+        }
+        // Lists from the consumer must go before the consumer does.
+        drop(positions);
+    }
+
+    fn send_next_commit(&mut self) {
+        if let Some(in_flight) = self.ledger.in_flight() {
+            if in_flight.since.elapsed() > SLOW_COMMIT {
+                tracing::warn!(
+                    positions = ?in_flight.positions,
+                    "offset commit unanswered for a long time"
+                );
+            }
+            return;
+        }
+        let readers = &self.readers;
+        let held = |a: Assignment| readers.get(&a.partition).is_some_and(|r| r.assignment == a);
+        let Some(positions) = self
+            .ledger
+            .next(held, Instant::now())
+            .map(|c| c.positions.clone())
+        else {
+            return;
+        };
+        if let Err(error) = self.commit_queue.send(&self.topic, &positions) {
+            self.ledger.complete();
+            self.report(&positions, |_| Some(error.clone()));
+        }
+    }
+
+    /// Sends a revoked partition's final positions as the next commit; false if they could
+    /// not be sent.
+    fn send_final(&mut self, positions: Vec<CommitPosition>) -> bool {
+        let Some(in_flight) = self.ledger.send_now(positions, Instant::now()).cloned() else {
+            return false;
+        };
+        match self.commit_queue.send(&self.topic, &in_flight.positions) {
+            Ok(()) => true,
+            Err(error) => {
+                self.ledger.complete();
+                self.report(&in_flight.positions, |_| Some(error.clone()));
+                false
+            }
+        }
+    }
+
+    /// Collects the answer to the commit in flight, waiting at most `timeout`.
+    fn collect_commit_answers(&mut self, timeout: Duration) {
+        if self.ledger.in_flight().is_none() {
+            return;
+        }
+        let Some(answer) = self.commit_queue.poll(timeout) else {
+            return;
+        };
+        let Some(in_flight) = self.ledger.complete() else {
+            return;
+        };
+        self.report(&in_flight.positions, |p| answer.result_of(p));
+    }
+
+    fn report(
+        &self,
+        positions: &[CommitPosition],
+        result_of: impl Fn(&CommitPosition) -> Option<String>,
+    ) {
+        let results = positions.iter().map(|p| (*p, result_of(p))).collect();
+        self.ports.commits.do_send(CommitCompleted { results });
+    }
+
+    /// After the loop: any rebalance still noted is answered with librdkafka's default, and
+    /// from now on rebalances are answered at once (closing the consumer revokes whatever is
+    /// still assigned).
+    fn close(&mut self) {
+        let context = self.consumer.context();
+        context.stop_deferring();
+        for rebalance in context.take_rebalances() {
+            acknowledge(&self.consumer, &rebalance);
+        }
+        if !self.readers.is_empty() {
+            let partitions: Vec<i32> = self.readers.keys().copied().collect();
+            tracing::warn!(
+                ?partitions,
+                "shutdown deadline passed; closing with partitions still assigned"
+            );
+            self.readers.clear();
         }
     }
 }
 
-/// Pauses or resumes fetching one partition; returns whether it worked.
-fn set_paused(
-    consumer: &BaseConsumer<HistoryContext>,
-    topic: &str,
-    partition: i32,
-    pause: bool,
-) -> bool {
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(topic, partition);
-    let result = if pause {
-        consumer.pause(&tpl)
-    } else {
-        consumer.resume(&tpl)
-    };
-    match result {
-        Ok(()) => {
-            consumer
-                .context()
-                .metrics
-                .set_fetch_paused(partition, pause);
-            tracing::debug!(partition, pause, "partition fetch state changed");
-            true
-        }
-        Err(error) => {
-            tracing::warn!(partition, pause, error = %error, "could not change the partition's fetch state");
-            false
-        }
+/// Copies a record out of librdkafka for its actor.
+fn fetched(message: &BorrowedMessage<'_>) -> FetchedRecord {
+    FetchedRecord {
+        offset: message.offset(),
+        key: message.key().map(<[u8]>::to_vec),
+        payload: message.payload().map(<[u8]>::to_vec),
+        timestamp: message
+            .timestamp()
+            .to_millis()
+            .and_then(DateTime::from_timestamp_millis),
     }
 }

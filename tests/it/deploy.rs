@@ -602,7 +602,7 @@ async fn every_metric_the_dashboard_and_the_rules_query_is_exported_by_a_live_se
     let kafka = TestKafka::start(1);
     let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
     settings.runtime.partition_queue = 2;
-    settings.runtime.fetch_buffer_bytes = 1;
+    settings.runtime.partition_fetch_kb = 1;
     settings.runtime.batch_size = 2;
     let app = spawn_app_with(settings).await;
     app.wait_assigned(1).await;
@@ -851,7 +851,7 @@ async fn prometheus_evaluates_every_panel_and_alert_against_a_consumer_through_a
     };
     settings.runtime.max_unresolved = 10;
     settings.runtime.partition_queue = 4;
-    settings.runtime.fetch_buffer_bytes = 1;
+    settings.runtime.partition_fetch_kb = 1;
     settings.runtime.batch_size = 4;
     let app = spawn_app_with(settings).await;
     app.wait_assigned(3).await;

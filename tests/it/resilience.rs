@@ -21,7 +21,7 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
     settings.runtime.max_unresolved = 20;
     settings.runtime.partition_queue = 8;
     settings.runtime.batch_size = 8;
-    settings.runtime.fetch_buffer_bytes = 1;
+    settings.runtime.partition_fetch_kb = 1;
     settings.runtime.db_pool_size = 4;
     let app = spawn_app_with(settings).await;
     app.wait_assigned(1).await;

@@ -1,0 +1,410 @@
+//! The partition actor: resolves its partition's records serially through the inbox, reports
+//! each outcome to the checkpoint, and keeps Unknown records in a bounded backlog that is
+//! retried with capped exponential backoff while later records go on.
+//!
+//! The decisions live in [`schedule`] (pure); this actor carries them out: it runs the work
+//! against the database, asks the driver thread for records as its window empties, and keeps
+//! the counts and recent outcomes its status shows. Backpressure is the window: a partition
+//! that takes no new records (backlog at its bound, operator pause) asks for none, so its
+//! librdkafka queue fills and fetching stops, and memory stays bounded while the database is
+//! down.
+
+pub mod schedule;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use tokio::sync::oneshot;
+
+use super::checkpoint::Checkpoint;
+use super::messages::{
+    ApplyAction, Assignment, BacklogResolved, Drain, Fetched, GetPartitionStatus, KafkaLink,
+    KafkaRequest, OutcomeReported, PartitionAction, SkipReported,
+};
+use super::status::{BacklogEntry, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome};
+use super::work::{Executed, Work, execute, execute_batch};
+use crate::backoff::Backoff;
+use crate::domain::Outcome;
+use crate::metrics::Metrics;
+use schedule::{Limits, Next, Phase, Schedule};
+
+const RECENT_OUTCOMES: usize = 50;
+
+/// What every partition actor shares.
+pub struct PartitionDeps {
+    pub topic: String,
+    pub pool: Pool,
+    pub checkpoint: Addr<Checkpoint>,
+    pub kafka: KafkaLink,
+    pub metrics: Metrics,
+    pub limits: Limits,
+    pub retry: Backoff,
+    pub max_payload_bytes: usize,
+    /// The longest one unit of database work may take before it counts as Unknown.
+    pub work_timeout: Duration,
+}
+
+/// The actor of one assignment of a partition.
+pub struct PartitionActor {
+    assignment: Assignment,
+    deps: Arc<PartitionDeps>,
+    schedule: Schedule<Work>,
+    timer: Option<(Instant, SpawnHandle)>,
+    drained: Vec<oneshot::Sender<()>>,
+    counts: OutcomeCounts,
+    recent: VecDeque<RecentOutcome>,
+    last_offset: Option<i64>,
+    last_record_time: Option<DateTime<Utc>>,
+    intake_stopped: bool,
+}
+
+impl PartitionActor {
+    pub fn new(assignment: Assignment, deps: Arc<PartitionDeps>, paused: bool) -> Self {
+        PartitionActor {
+            assignment,
+            schedule: Schedule::new(deps.limits, deps.retry, paused),
+            deps,
+            timer: None,
+            drained: Vec::new(),
+            counts: OutcomeCounts::default(),
+            recent: VecDeque::new(),
+            last_offset: None,
+            last_record_time: None,
+            intake_stopped: false,
+        }
+    }
+
+    fn partition(&self) -> i32 {
+        self.assignment.partition
+    }
+
+    /// Carries out the schedule's decisions until something runs or nothing is left to do,
+    /// then asks the driver for records if the window has room.
+    fn drive(&mut self, ctx: &mut Context<Self>) {
+        loop {
+            match self.schedule.next(Instant::now()) {
+                Next::Skip { after, position } => {
+                    self.deps.checkpoint.do_send(SkipReported {
+                        assignment: self.assignment,
+                        after,
+                        position,
+                    });
+                    continue;
+                }
+                Next::Retry { offset, work } => self.run_retry(offset, work, ctx),
+                Next::Batch(batch) => self.run_batch(batch, ctx),
+                Next::WaitUntil(at) => self.wake_at(at, ctx),
+                Next::Idle | Next::Busy => {}
+            }
+            break;
+        }
+        if self.schedule.drained() {
+            for done in self.drained.drain(..) {
+                let _ = done.send(());
+            }
+        }
+        if let Some(records) = self.schedule.demand() {
+            self.deps.kafka.send(KafkaRequest::Demand {
+                assignment: self.assignment,
+                records,
+            });
+        }
+        let stopped = self.schedule.intake_stopped();
+        if stopped != self.intake_stopped {
+            self.intake_stopped = stopped;
+            self.deps
+                .metrics
+                .set_fetch_paused(self.partition(), stopped);
+        }
+    }
+
+    fn wake_at(&mut self, at: Instant, ctx: &mut Context<Self>) {
+        if self.timer.as_ref().is_some_and(|(when, _)| *when == at) {
+            return;
+        }
+        if let Some((_, handle)) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        let wait = at.saturating_duration_since(Instant::now());
+        let handle = ctx.run_later(wait, |actor, ctx| {
+            actor.timer = None;
+            actor.drive(ctx);
+        });
+        self.timer = Some((at, handle));
+    }
+
+    fn run_retry(&mut self, offset: i64, work: Work, ctx: &mut Context<Self>) {
+        let pool = self.deps.pool.clone();
+        let timeout = self.deps.work_timeout;
+        ctx.spawn(execute(pool, work.clone(), timeout).into_actor(self).map(
+            move |executed, actor, ctx| {
+                actor.schedule.finished();
+                actor.finish(offset, true, work, executed);
+                actor.drive(ctx);
+            },
+        ));
+    }
+
+    fn run_batch(&mut self, batch: Vec<(i64, Work)>, ctx: &mut Context<Self>) {
+        if let Some((offset, work)) = batch.last() {
+            self.last_offset = Some(*offset);
+            self.last_record_time = work.timestamp();
+        }
+        let pool = self.deps.pool.clone();
+        let timeout = self.deps.work_timeout;
+        ctx.spawn(
+            async move {
+                let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
+                let executed = execute_batch(pool, &works, timeout).await;
+                (batch, executed)
+            }
+            .into_actor(self)
+            .map(move |(batch, executed), actor, ctx| {
+                actor.schedule.finished();
+                debug_assert_eq!(batch.len(), executed.len());
+                for ((offset, work), executed) in batch.into_iter().zip(executed) {
+                    actor.finish(offset, false, work, executed);
+                }
+                actor.drive(ctx);
+            }),
+        );
+    }
+
+    fn finish(&mut self, offset: i64, retry: bool, work: Work, executed: Executed) {
+        let partition = self.partition();
+        let event_id = work.event_id().map(str::to_owned);
+        self.deps
+            .metrics
+            .observe_outcome(partition, executed.outcome, executed.elapsed);
+        match executed.outcome {
+            Outcome::Applied => self.counts.applied += 1,
+            Outcome::AlreadyApplied => self.counts.already_applied += 1,
+            Outcome::DeadLettered => self.counts.dead_lettered += 1,
+            Outcome::Unknown => self.counts.unknown_attempts += 1,
+        }
+        if let Some(cause) = executed.duplicate {
+            *self.counts.duplicates.entry(cause).or_default() += 1;
+            self.deps.metrics.observe_duplicate(partition, cause);
+        }
+        if let (Outcome::DeadLettered, Some(reason)) = (executed.outcome, work.rejection_reason()) {
+            *self
+                .counts
+                .dead_letters
+                .entry(reason.as_str().to_owned())
+                .or_default() += 1;
+            self.deps.metrics.observe_dead_letter(partition, reason);
+            tracing::info!(
+                partition,
+                offset,
+                reason = reason.as_str(),
+                "record dead-lettered"
+            );
+        }
+        self.remember(offset, event_id.clone(), &executed);
+
+        let resolved = executed.outcome.is_resolved();
+        if !retry {
+            self.deps.checkpoint.do_send(OutcomeReported {
+                assignment: self.assignment,
+                offset,
+                resolved,
+            });
+        }
+        if resolved {
+            if retry && self.schedule.resolved(offset) {
+                tracing::info!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
+                self.deps.checkpoint.do_send(BacklogResolved {
+                    assignment: self.assignment,
+                    offset,
+                });
+            }
+        } else {
+            let error = executed.error.unwrap_or_default();
+            let (attempt, delay) =
+                self.schedule
+                    .unknown(offset, work, error.clone(), Instant::now(), rand::random());
+            tracing::warn!(
+                partition,
+                offset,
+                event_id,
+                attempt,
+                retry_in_ms = delay.as_millis() as u64,
+                error = %error,
+                "record outcome unknown; will retry"
+            );
+        }
+        self.deps.metrics.set_backlog(
+            partition,
+            self.schedule.backlog_len(),
+            self.oldest_unknown_age(),
+        );
+    }
+
+    fn remember(&mut self, offset: i64, event_id: Option<String>, executed: &Executed) {
+        if self.recent.len() == RECENT_OUTCOMES {
+            self.recent.pop_back();
+        }
+        self.recent.push_front(RecentOutcome {
+            offset,
+            event_id,
+            outcome: executed.outcome,
+            duplicate: executed.duplicate,
+            detail: executed.error.clone(),
+            at: Utc::now(),
+        });
+    }
+
+    fn oldest_unknown_age(&self) -> Duration {
+        self.schedule
+            .backlog()
+            .map(|(_, e)| e.first_seen.elapsed())
+            .max()
+            .unwrap_or_default()
+    }
+
+    fn snapshot(&self) -> PartitionStatus {
+        let now = Instant::now();
+        let wall = Utc::now();
+        // Instants shown as wall-clock times.
+        let at = |instant: Instant| {
+            if instant >= now {
+                wall + chrono::Duration::from_std(instant - now).unwrap_or_default()
+            } else {
+                wall - chrono::Duration::from_std(now - instant).unwrap_or_default()
+            }
+        };
+        PartitionStatus {
+            partition: self.partition(),
+            generation: self.assignment.generation,
+            state: match self.schedule.phase() {
+                Phase::Running => PartitionState::Running,
+                Phase::Retrying => PartitionState::Retrying,
+                Phase::BacklogFull => PartitionState::BacklogFull,
+                Phase::Paused => PartitionState::Paused,
+                Phase::Draining => PartitionState::Draining,
+            },
+            operator_paused: self.schedule.is_paused(),
+            in_flight: self.schedule.in_flight(),
+            requested: self.schedule.requested(),
+            backlog: self
+                .schedule
+                .backlog()
+                .map(|(offset, entry)| BacklogEntry {
+                    offset,
+                    event_id: entry.work.event_id().map(str::to_owned),
+                    attempts: entry.attempts,
+                    last_error: entry.last_error.clone(),
+                    first_seen: at(entry.first_seen),
+                    next_retry: at(entry.next_retry),
+                })
+                .collect(),
+            counts: self.counts.clone(),
+            last_offset: self.last_offset,
+            last_record_time: self.last_record_time,
+            recent: self.recent.iter().cloned().collect(),
+        }
+    }
+}
+
+impl Actor for PartitionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        tracing::info!(
+            partition = self.partition(),
+            generation = self.assignment.generation,
+            paused = self.schedule.is_paused(),
+            "partition actor started"
+        );
+        self.drive(ctx);
+    }
+
+    fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        self.deps.metrics.forget_partition(self.partition());
+        tracing::info!(
+            partition = self.partition(),
+            unresolved = self.schedule.backlog_len(),
+            "partition actor stopped"
+        );
+    }
+}
+
+impl Handler<Fetched> for PartitionActor {
+    type Result = ();
+
+    fn handle(&mut self, fetched: Fetched, ctx: &mut Context<Self>) {
+        match fetched {
+            Fetched::Records(records) => {
+                let topic = &self.deps.topic;
+                let partition = self.partition();
+                let max = self.deps.max_payload_bytes;
+                self.schedule.receive(records.into_iter().map(|record| {
+                    (
+                        record.offset,
+                        Work::from_record(topic, partition, record, max),
+                    )
+                }));
+            }
+            Fetched::Skipped { after, position } => self.schedule.receive_skip(after, position),
+        }
+        self.drive(ctx);
+    }
+}
+
+impl Handler<Drain> for PartitionActor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, drain: Drain, ctx: &mut Context<Self>) -> Self::Result {
+        self.schedule.drain();
+        if let Some((_, handle)) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        let (done, finished) = oneshot::channel();
+        self.drained.push(done);
+        self.drive(ctx);
+        let partition = self.partition();
+        let wait = drain.deadline.saturating_duration_since(Instant::now());
+        Box::pin(
+            async move {
+                if tokio::time::timeout(wait, finished).await.is_err() {
+                    tracing::warn!(
+                        partition,
+                        "drain deadline passed with a transaction in flight"
+                    );
+                }
+            }
+            .into_actor(self)
+            .map(|(), _actor, ctx| ctx.stop()),
+        )
+    }
+}
+
+impl Handler<GetPartitionStatus> for PartitionActor {
+    type Result = MessageResult<GetPartitionStatus>;
+
+    fn handle(&mut self, _: GetPartitionStatus, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.snapshot())
+    }
+}
+
+impl Handler<ApplyAction> for PartitionActor {
+    type Result = ();
+
+    fn handle(&mut self, ApplyAction(action): ApplyAction, ctx: &mut Context<Self>) {
+        tracing::info!(
+            partition = self.partition(),
+            action = action.as_str(),
+            "operator action"
+        );
+        match action {
+            PartitionAction::RetryNow => self.schedule.retry_all_now(Instant::now()),
+            PartitionAction::Pause => self.schedule.set_paused(true),
+            PartitionAction::Resume => self.schedule.set_paused(false),
+        }
+        self.drive(ctx);
+    }
+}

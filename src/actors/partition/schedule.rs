@@ -1,0 +1,544 @@
+//! The partition actor's scheduling as a pure state machine: what to run next, how many records
+//! to ask the driver for, when to retry. No I/O and no clock of its own (callers pass `now`).
+//!
+//! Rules, in priority order when nothing is running:
+//! 1. a skip (offsets without records) at the head of the queue is reported at once: every
+//!    record before it has been reported already, since one unit of work runs at a time;
+//! 2. a due retry of an Unknown record runs alone (it blocks the watermark, and alone it cannot
+//!    be held back by another record), lowest offset first;
+//! 3. new records run as one batch of at most `batch_size`, and only while the backlog of
+//!    Unknown records has room and no operator paused the partition; a short batch waits up to
+//!    `linger` for more records while more are on their way;
+//! 4. otherwise wait for the next retry or for new input.
+//!
+//! Credit: the actor asks the driver for records only while `window` is not full (records
+//! queued here, running, and asked for but not yet received). A paused or full partition asks
+//! for nothing, so its librdkafka queue fills and fetching stops.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::backoff::Backoff;
+
+/// The bounds of one partition's work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Records queued, running or asked for, at most.
+    pub window: usize,
+    /// Records per batch, at most.
+    pub batch_size: usize,
+    /// Unknown records held for retrying, at most; at the bound no new record is taken.
+    pub max_unresolved: usize,
+    /// How long a short batch waits for more records.
+    pub linger: Duration,
+}
+
+/// A queued item, in offset order.
+#[derive(Debug, Clone, PartialEq)]
+enum Item<W> {
+    Record { offset: i64, work: W },
+    Skip { after: Option<i64>, position: i64 },
+}
+
+/// An Unknown record waiting for its retry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unresolved<W> {
+    pub work: W,
+    pub attempts: u32,
+    pub first_seen: Instant,
+    pub next_retry: Instant,
+    pub last_error: String,
+}
+
+/// What is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Running {
+    Nothing,
+    /// The retry of the Unknown record at this offset.
+    Retry(i64),
+    /// A batch of this many new records.
+    Batch(usize),
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next<W> {
+    /// Report that the offsets after `after` and below `position` hold no record for us.
+    Skip { after: Option<i64>, position: i64 },
+    /// Retry the Unknown record at `offset`, alone.
+    Retry { offset: i64, work: W },
+    /// Run these new records together.
+    Batch(Vec<(i64, W)>),
+    /// Nothing to run before this instant (a linger ends or a retry is due) or new input.
+    WaitUntil(Instant),
+    /// Nothing to run until new input arrives.
+    Idle,
+    /// Something is running already; ask again when it finished.
+    Busy,
+}
+
+/// What a partition is doing, as an operator would say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    Retrying,
+    BacklogFull,
+    Paused,
+    Draining,
+}
+
+/// The scheduling state of one partition (see the module docs).
+#[derive(Debug)]
+pub struct Schedule<W> {
+    limits: Limits,
+    retry: Backoff,
+    queue: VecDeque<Item<W>>,
+    queued_records: usize,
+    requested: usize,
+    backlog: BTreeMap<i64, Unresolved<W>>,
+    running: Running,
+    paused: bool,
+    draining: bool,
+    linger_until: Option<Instant>,
+}
+
+impl<W: Clone> Schedule<W> {
+    /// A fresh partition: the driver sends up to `window` records before being asked.
+    pub fn new(limits: Limits, retry: Backoff, paused: bool) -> Self {
+        debug_assert!(limits.window >= 1 && limits.batch_size >= 1 && limits.max_unresolved >= 1);
+        Schedule {
+            limits,
+            retry,
+            queue: VecDeque::new(),
+            queued_records: 0,
+            requested: limits.window,
+            backlog: BTreeMap::new(),
+            running: Running::Nothing,
+            paused,
+            draining: false,
+            linger_until: None,
+        }
+    }
+
+    /// Records from the driver, in offset order.
+    pub fn receive(&mut self, records: impl IntoIterator<Item = (i64, W)>) {
+        for (offset, work) in records {
+            self.requested = self.requested.saturating_sub(1);
+            if self.draining {
+                continue;
+            }
+            self.queue.push_back(Item::Record { offset, work });
+            self.queued_records += 1;
+        }
+    }
+
+    /// Offsets without records after everything received so far.
+    pub fn receive_skip(&mut self, after: Option<i64>, position: i64) {
+        if !self.draining {
+            self.queue.push_back(Item::Skip { after, position });
+        }
+    }
+
+    /// How many more records to ask the driver for, if it is worth asking now.
+    pub fn demand(&mut self) -> Option<usize> {
+        if self.draining {
+            return None;
+        }
+        let running = match self.running {
+            Running::Batch(records) => records,
+            Running::Nothing | Running::Retry(_) => 0,
+        };
+        let held = self.queued_records + running + self.requested;
+        let room = self.limits.window.saturating_sub(held);
+        let worth = self.limits.batch_size.min(self.limits.window / 2).max(1);
+        if room < worth {
+            return None;
+        }
+        self.requested += room;
+        Some(room)
+    }
+
+    /// The next thing to do (see the module docs); `unit` picks the jitter of retry delays.
+    pub fn next(&mut self, now: Instant) -> Next<W> {
+        if self.running != Running::Nothing {
+            return Next::Busy;
+        }
+        if let Some(Item::Skip { after, position }) = self.queue.front() {
+            let next = Next::Skip {
+                after: *after,
+                position: *position,
+            };
+            self.queue.pop_front();
+            return next;
+        }
+        if self.draining {
+            return Next::Idle;
+        }
+        if let Some((&offset, entry)) = self.backlog.iter().find(|(_, e)| e.next_retry <= now) {
+            self.running = Running::Retry(offset);
+            return Next::Retry {
+                offset,
+                work: entry.work.clone(),
+            };
+        }
+        let room = self
+            .limits
+            .max_unresolved
+            .saturating_sub(self.backlog.len());
+        if !self.paused && room > 0 && self.queued_records > 0 {
+            let wanted = self.limits.batch_size.min(room);
+            let ready = self
+                .queue
+                .iter()
+                .take(wanted)
+                .take_while(|item| matches!(item, Item::Record { .. }))
+                .count();
+            let more_coming = ready == self.queued_records && self.requested > 0;
+            if ready < wanted && more_coming && !self.limits.linger.is_zero() {
+                let until = *self.linger_until.get_or_insert(now + self.limits.linger);
+                if now < until {
+                    return Next::WaitUntil(self.earliest_retry().map_or(until, |r| r.min(until)));
+                }
+            }
+            self.linger_until = None;
+            let batch: Vec<(i64, W)> = self
+                .queue
+                .drain(..ready)
+                .map(|item| match item {
+                    Item::Record { offset, work } => (offset, work),
+                    Item::Skip { .. } => unreachable!("only records were counted"),
+                })
+                .collect();
+            self.queued_records -= batch.len();
+            self.running = Running::Batch(batch.len());
+            return Next::Batch(batch);
+        }
+        match self.earliest_retry() {
+            Some(at) => Next::WaitUntil(at),
+            None => Next::Idle,
+        }
+    }
+
+    fn earliest_retry(&self) -> Option<Instant> {
+        self.backlog.values().map(|e| e.next_retry).min()
+    }
+
+    /// What was running finished; report each record's result with [`Self::unknown`] or
+    /// [`Self::resolved`].
+    pub fn finished(&mut self) {
+        self.running = Running::Nothing;
+    }
+
+    /// The record at `offset` is Unknown (again): it waits in the backlog for its next retry.
+    /// Returns the attempts so far and the delay before the next. `unit` in `[0, 1)` picks the
+    /// jitter.
+    pub fn unknown(
+        &mut self,
+        offset: i64,
+        work: W,
+        error: String,
+        now: Instant,
+        unit: f64,
+    ) -> (u32, Duration) {
+        let entry = self.backlog.entry(offset).or_insert(Unresolved {
+            work,
+            attempts: 0,
+            first_seen: now,
+            next_retry: now,
+            last_error: String::new(),
+        });
+        entry.attempts += 1;
+        let delay = self.retry.delay(entry.attempts, unit);
+        entry.next_retry = now + delay;
+        entry.last_error = error;
+        (entry.attempts, delay)
+    }
+
+    /// The record at `offset` resolved; true if it was in the backlog.
+    pub fn resolved(&mut self, offset: i64) -> bool {
+        self.backlog.remove(&offset).is_some()
+    }
+
+    /// Every Unknown record is due now.
+    pub fn retry_all_now(&mut self, now: Instant) {
+        for entry in self.backlog.values_mut() {
+            entry.next_retry = now;
+        }
+    }
+
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+
+    /// Stops taking work: queued records are dropped (the next owner reads them from the
+    /// committed offset); what is running finishes.
+    pub fn drain(&mut self) {
+        self.draining = true;
+        self.queue.retain(|item| matches!(item, Item::Skip { .. }));
+        self.queued_records = 0;
+        self.linger_until = None;
+    }
+
+    /// Draining and nothing running: the actor may stop.
+    pub fn drained(&self) -> bool {
+        self.draining && self.running == Running::Nothing
+    }
+
+    pub fn phase(&self) -> Phase {
+        if self.draining {
+            Phase::Draining
+        } else if self.paused {
+            Phase::Paused
+        } else if self.backlog.len() >= self.limits.max_unresolved {
+            Phase::BacklogFull
+        } else if !self.backlog.is_empty() {
+            Phase::Retrying
+        } else {
+            Phase::Running
+        }
+    }
+
+    /// Whether new records are held back (paused, or the backlog is at its bound).
+    pub fn intake_stopped(&self) -> bool {
+        self.paused || self.backlog.len() >= self.limits.max_unresolved
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    pub fn backlog(&self) -> impl Iterator<Item = (i64, &Unresolved<W>)> {
+        self.backlog.iter().map(|(offset, entry)| (*offset, entry))
+    }
+
+    pub fn backlog_len(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Records received and not yet resolved for the first time (queued or running).
+    pub fn in_flight(&self) -> usize {
+        self.queued_records
+            + match self.running {
+                Running::Batch(records) => records,
+                Running::Nothing | Running::Retry(_) => 0,
+            }
+    }
+
+    /// Records asked for and not received yet.
+    pub fn requested(&self) -> usize {
+        self.requested
+    }
+
+    pub fn running(&self) -> Running {
+        self.running
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINGER: Duration = Duration::from_millis(2);
+
+    fn limits(window: usize, batch_size: usize, max_unresolved: usize) -> Limits {
+        Limits {
+            window,
+            batch_size,
+            max_unresolved,
+            linger: LINGER,
+        }
+    }
+
+    fn no_jitter() -> Backoff {
+        Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            multiplier: 2.0,
+            jitter: 0.0,
+        }
+    }
+
+    fn schedule(window: usize, batch_size: usize, max_unresolved: usize) -> Schedule<&'static str> {
+        Schedule::new(
+            limits(window, batch_size, max_unresolved),
+            no_jitter(),
+            false,
+        )
+    }
+
+    fn records(offsets: std::ops::Range<i64>) -> Vec<(i64, &'static str)> {
+        offsets.map(|o| (o, "work")).collect()
+    }
+
+    fn batch_offsets(next: Next<&str>) -> Vec<i64> {
+        match next {
+            Next::Batch(batch) => batch.into_iter().map(|(o, _)| o).collect(),
+            other => panic!("expected a batch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_driver_may_send_a_whole_window_before_the_actor_asks() {
+        let mut s = schedule(8, 4, 10);
+        assert_eq!(s.requested(), 8);
+        assert_eq!(
+            s.demand(),
+            None,
+            "nothing to ask while the window is promised"
+        );
+        s.receive(records(0..8));
+        assert_eq!(s.requested(), 0);
+        assert_eq!(s.demand(), None, "the window is full of queued records");
+        let now = Instant::now();
+        assert_eq!(batch_offsets(s.next(now)), vec![0, 1, 2, 3]);
+        assert_eq!(s.demand(), None, "the running batch still counts");
+        s.finished();
+        assert_eq!(s.demand(), Some(4));
+        assert_eq!(s.demand(), None, "asked once");
+    }
+
+    #[test]
+    fn a_short_batch_lingers_only_while_more_records_are_coming() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..2));
+        assert_eq!(s.next(now), Next::WaitUntil(now + LINGER));
+        assert_eq!(s.next(now + LINGER / 2), Next::WaitUntil(now + LINGER));
+        assert_eq!(batch_offsets(s.next(now + LINGER)), vec![0, 1]);
+        s.finished();
+        // Nothing more was asked for: no point waiting.
+        let mut s = schedule(2, 4, 10);
+        s.receive(records(0..2));
+        assert_eq!(batch_offsets(s.next(now)), vec![0, 1]);
+    }
+
+    #[test]
+    fn one_thing_runs_at_a_time() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..8));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        assert_eq!(s.next(now), Next::Busy);
+        s.finished();
+        assert!(matches!(s.next(now), Next::Batch(_)));
+    }
+
+    #[test]
+    fn a_skip_is_reported_after_the_records_before_it_and_splits_batches() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..2));
+        s.receive_skip(Some(1), 5);
+        s.receive(records(5..7));
+        assert_eq!(
+            batch_offsets(s.next(now)),
+            vec![0, 1],
+            "no lingering before a skip"
+        );
+        assert_eq!(s.next(now), Next::Busy, "the skip waits for the batch");
+        s.finished();
+        assert_eq!(
+            s.next(now),
+            Next::Skip {
+                after: Some(1),
+                position: 5
+            }
+        );
+        let Next::WaitUntil(until) = s.next(now) else {
+            panic!("records 5 and 6 linger: more were asked for");
+        };
+        assert_eq!(batch_offsets(s.next(until)), vec![5, 6]);
+    }
+
+    #[test]
+    fn an_unknown_record_is_retried_alone_before_new_records_with_growing_delays() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..8));
+        let batch = s.next(now);
+        assert!(matches!(batch, Next::Batch(_)));
+        s.finished();
+        assert_eq!(
+            s.unknown(2, "work", "db down".into(), now, 0.5),
+            (1, Duration::from_millis(100))
+        );
+        assert_eq!(s.phase(), Phase::Retrying);
+        // Not due yet: new records go on.
+        assert_eq!(batch_offsets(s.next(now)), vec![4, 5, 6, 7]);
+        s.finished();
+        let later = now + Duration::from_millis(100);
+        assert_eq!(
+            s.next(later),
+            Next::Retry {
+                offset: 2,
+                work: "work"
+            }
+        );
+        s.finished();
+        assert_eq!(
+            s.unknown(2, "work", "still down".into(), later, 0.5),
+            (2, Duration::from_millis(200))
+        );
+        assert_eq!(
+            s.next(later),
+            Next::WaitUntil(later + Duration::from_millis(200))
+        );
+        s.retry_all_now(later);
+        assert!(matches!(s.next(later), Next::Retry { offset: 2, .. }));
+        s.finished();
+        assert!(s.resolved(2));
+        assert_eq!(s.phase(), Phase::Running);
+    }
+
+    #[test]
+    fn a_full_backlog_takes_no_new_records_and_asks_for_none() {
+        let mut s = schedule(4, 2, 2);
+        let now = Instant::now();
+        s.receive(records(0..4));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.finished();
+        s.unknown(0, "w", "e".into(), now, 0.5);
+        s.unknown(1, "w", "e".into(), now, 0.5);
+        assert_eq!(s.phase(), Phase::BacklogFull);
+        assert!(s.intake_stopped());
+        assert_eq!(
+            s.next(now),
+            Next::WaitUntil(now + Duration::from_millis(100))
+        );
+        assert_eq!(s.demand(), Some(2), "only what fills the window");
+        s.receive(records(4..6));
+        assert_eq!(s.demand(), None, "the window is full");
+        assert_eq!(
+            s.next(now),
+            Next::WaitUntil(now + Duration::from_millis(100))
+        );
+        assert_eq!(s.in_flight(), 4);
+    }
+
+    #[test]
+    fn a_paused_partition_retries_its_backlog_but_takes_no_new_records() {
+        let mut s = Schedule::new(limits(4, 2, 10), no_jitter(), true);
+        let now = Instant::now();
+        s.receive(records(0..4));
+        assert_eq!(s.phase(), Phase::Paused);
+        assert_eq!(s.next(now), Next::Idle);
+        s.set_paused(false);
+        assert!(matches!(s.next(now), Next::Batch(_)));
+    }
+
+    #[test]
+    fn draining_drops_queued_records_and_waits_for_the_running_work() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..8));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.drain();
+        assert!(!s.drained(), "the batch is still running");
+        assert_eq!(s.demand(), None);
+        s.finished();
+        assert!(s.drained());
+        assert_eq!(s.next(now), Next::Idle);
+        s.receive(records(8..10));
+        assert_eq!(s.in_flight(), 0, "records after the drain are dropped");
+    }
+}
