@@ -11,6 +11,7 @@ use history_consumer::inbox::{
 use tokio::sync::oneshot;
 
 use crate::helpers::{TestDb, test_database, test_database_with, wait_for};
+use crate::proxy::{Proxy, through, upstream};
 
 const AT_7: Origin = Origin {
     partition: 0,
@@ -344,4 +345,69 @@ async fn a_repository_dropped_mid_transaction_never_hands_its_transaction_to_the
         processed.error()
     );
     assert_eq!(rows_for(&db, "event-ticket-900").await, (1, 1));
+}
+
+/// Whether the next statement on a pooled connection runs in a transaction of its own (and
+/// not inside one a previous user left open: then `now()`, the transaction's start, is older).
+async fn next_checkout_is_outside_any_transaction(pool: &deadpool_postgres::Pool) -> bool {
+    let client = pool.get().await.expect("a connection");
+    // The simple protocol: one message, so a statement of its own starts a transaction of its own.
+    let messages = client
+        .simple_query("SELECT now() = statement_timestamp()")
+        .await
+        .expect("a query");
+    messages.iter().any(|message| match message {
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("t"),
+        _ => false,
+    })
+}
+
+#[tokio::test]
+async fn a_begin_cancelled_while_in_flight_never_hands_its_transaction_to_the_next_user() {
+    let db = test_database().await;
+    let proxy = Proxy::start(upstream(&db.url)).await;
+    let pool = history_consumer::db::pool(&through(&db.url, proxy.port), 1).unwrap();
+    assert!(next_checkout_is_outside_any_transaction(&pool).await);
+
+    // BEGIN reaches the server, its reply is held back, the work times out meanwhile.
+    proxy.hold_replies(true);
+    let mut repo = PgInbox::new(pool.clone());
+    let begun = tokio::time::timeout(Duration::from_millis(300), repo.begin()).await;
+    assert!(begun.is_err(), "BEGIN must still be in flight");
+    drop(repo);
+    proxy.hold_replies(false);
+
+    assert!(
+        next_checkout_is_outside_any_transaction(&pool).await,
+        "the pooled connection came back inside the cancelled BEGIN's transaction"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_cancelled_while_its_begin_is_in_flight_never_hands_its_transaction_on() {
+    let db = test_database().await;
+    let proxy = Proxy::start(upstream(&db.url)).await;
+    let pool = history_consumer::db::pool(&through(&db.url, proxy.port), 1).unwrap();
+    assert!(next_checkout_is_outside_any_transaction(&pool).await);
+
+    proxy.hold_replies(true);
+    let event = event_900();
+    let items = [history_consumer::inbox::batch::BatchItem::Event {
+        event: &event,
+        origin: AT_7,
+    }];
+    let batch = history_consumer::inbox::batch::process_batch(&pool, &items);
+    let processed = tokio::time::timeout(Duration::from_millis(300), batch).await;
+    assert!(processed.is_err(), "BEGIN must still be in flight");
+    proxy.hold_replies(false);
+
+    assert!(next_checkout_is_outside_any_transaction(&pool).await);
+    let mut repo = PgInbox::new(pool.clone());
+    let processed = process_history_once(&mut repo, &event_900(), AT_7).await;
+    assert_eq!(
+        processed.outcome(),
+        Outcome::Applied,
+        "{:?}",
+        processed.error()
+    );
 }

@@ -17,5 +17,6 @@ mod kafka;
 mod migrations;
 mod process;
 mod produce;
+mod proxy;
 mod resilience;
 mod webdriver;

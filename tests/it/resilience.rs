@@ -224,3 +224,41 @@ async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event
     two.shutdown().await;
     one.shutdown().await;
 }
+
+#[actix_web::test]
+async fn a_duplicate_whose_classification_hangs_still_resolves_and_moves_the_watermark() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(1).await;
+    let producer = kafka.producer();
+    let bodies: Vec<Vec<u8>> = (0..20).map(numbered_event).collect();
+    let publish = || async {
+        let sends = bodies
+            .iter()
+            .map(|body| kafka.send(&producer, Some(0), "k", body));
+        futures::future::join_all(sends).await;
+    };
+    publish().await;
+    app.wait_committed(&kafka, &[20]).await;
+
+    // A session holds history_events locked: the inbox's duplicate check does not touch the
+    // table, but classifying a duplicate reads it and waits for the lock, as it would on a
+    // half-open connection.
+    let locker = db.pool.get().await.unwrap();
+    locker
+        .batch_execute("BEGIN; LOCK TABLE history_events IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    publish().await;
+    // The outcomes (AlreadyApplied) are known without the classification: the watermark moves.
+    app.wait_committed(&kafka, &[40]).await;
+    assert_eq!(
+        app.duplicates(history_consumer::actors::status::DuplicateCause::Unclassified)
+            .await,
+        20
+    );
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 20);
+    app.shutdown().await;
+}
