@@ -154,6 +154,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 120_000,
           value_parser = clap::value_parser!(u64).range(0..=2_000_000))]
     pub backlog_events: u64,
+    /// Partitions of the backlog phase's topic, comma separated: the phase runs once for each
+    /// (memory with the database down grows with the partitions a member holds).
+    #[arg(long, value_delimiter = ',', default_value = "4,64",
+          value_parser = clap::value_parser!(i32).range(1..=64))]
+    pub backlog_partitions: Vec<i32>,
     /// A short smoke run: 1 s of latency, a 4 s outage over --events records; the numbers
     /// mean little.
     #[arg(long)]

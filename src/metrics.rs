@@ -121,7 +121,8 @@ impl Metrics {
             ),
             fetch_paused: gauge(
                 "history_partition_fetch_paused",
-                "1 while fetching the partition is paused because its queue is full.",
+                "1 while the partition takes no new records (operator pause, or its Unknown backlog \
+                 at its bound); its prefetch queue fills and librdkafka stops fetching it.",
             ),
             stuck: gauge(
                 "history_partition_stuck",

@@ -1,6 +1,7 @@
 //! Memory under backlog: a topic full of records, the database stopped, the service run for
 //! the outage while its RSS is sampled; then the database back and the drain awaited. The
-//! pause bound (partition queue, Unknown backlog) is what keeps the peak flat.
+//! bounds (each partition's window and Unknown backlog in the service, librdkafka's prefetch
+//! limits per partition) are what keep the peak flat.
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,11 @@ use super::{BenchError, Plan};
 const PHASE: &str = "backlog with the database down";
 
 /// Runs the backlog phase at the default batch size, if the benchmark owns the database.
-pub async fn run(plan: &Plan, databases: &mut Databases) -> Result<Backlog, BenchError> {
+pub async fn run(
+    plan: &Plan,
+    databases: &mut Databases,
+    partitions: i32,
+) -> Result<Backlog, BenchError> {
     if !databases.owns_cluster() {
         return Ok(Backlog::Skipped(
             "it stops and starts PostgreSQL, so it needs the throwaway cluster (not \
@@ -28,13 +33,14 @@ pub async fn run(plan: &Plan, databases: &mut Databases) -> Result<Backlog, Benc
     let run_id = format!("{:08x}", rand::random::<u32>());
     let mut workload = Workload::new(plan.seed, &run_id, plan.duplicates);
     let prefix = workload.id_prefix();
-    let topic = Topic::create(plan.partitions)?;
+    let topic = Topic::create(partitions)?;
     topic.flood(&mut workload, plan.backlog_records).await?;
     topic.check_retention().await?;
     let ends = topic.ends();
     let unique = topic.tally().unique_valid;
     println!(
-        "{PHASE}: {} records ({unique} unique) in the topic; stopping PostgreSQL for {} s",
+        "{PHASE}: {} records ({unique} unique) in {partitions} partitions; stopping PostgreSQL \
+         for {} s",
         plan.backlog_records,
         plan.outage.as_secs()
     );
@@ -42,7 +48,7 @@ pub async fn run(plan: &Plan, databases: &mut Databases) -> Result<Backlog, Benc
     let url = databases.fresh(&format!("bench_{run_id}_backlog")).await?;
     let settings = service::settings(topic.brokers(), &topic.name, &url, plan.default_batch());
     let rt = &settings.runtime;
-    let held_bound = u64::try_from(plan.partitions).unwrap_or(0)
+    let held_bound = u64::try_from(partitions).unwrap_or(0)
         * (rt.partition_queue + rt.max_unresolved + rt.batch_size) as u64;
     // Built (and migrated) while the database is up; run only once it is down.
     let app = Service::build(settings).await?;
@@ -57,7 +63,7 @@ pub async fn run(plan: &Plan, databases: &mut Databases) -> Result<Backlog, Benc
     databases.restart().await?;
     let restarted = Instant::now();
     println!("{PHASE}: PostgreSQL is back; waiting for the backlog to drain");
-    let mut watch = Watch::new(plan.partitions);
+    let mut watch = Watch::new(partitions);
     let done = watch
         .until_committed(&service, PHASE, || Some(ends.clone()))
         .await?;
@@ -66,6 +72,7 @@ pub async fn run(plan: &Plan, databases: &mut Databases) -> Result<Backlog, Benc
     service.stop().await?;
     topic.close().await;
     Ok(Backlog::Measured(BacklogResult {
+        partitions,
         records: plan.backlog_records,
         unique,
         outage: plan.outage,

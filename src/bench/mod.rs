@@ -104,6 +104,8 @@ pub struct Plan {
     pub latency_load: f64,
     pub latency_window: Duration,
     pub backlog_records: u64,
+    /// One backlog run for each of these partition counts.
+    pub backlog_partitions: Vec<i32>,
     pub outage: Duration,
     pub seed: u64,
 }
@@ -121,6 +123,7 @@ impl Plan {
             duplicates: args.duplicates,
             latency_load: 0.5,
             latency_window: Duration::from_secs(if args.quick { 1 } else { 5 }),
+            backlog_partitions: args.backlog_partitions.clone(),
             backlog_records: if args.quick {
                 args.events.min(args.backlog_events)
             } else {
@@ -197,15 +200,18 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-type Measured = (Vec<RunResult>, CeilingResult, CeilingResult, Backlog);
+type Measured = (Vec<RunResult>, CeilingResult, CeilingResult, Vec<Backlog>);
 
 async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measured, BenchError> {
     // First, while the process holds nothing of the other phases.
-    let backlog = if plan.backlog_records == 0 {
-        Backlog::Skipped("--backlog-events 0".into())
+    let mut backlog = Vec::new();
+    if plan.backlog_records == 0 {
+        backlog.push(Backlog::Skipped("--backlog-events 0".into()));
     } else {
-        backlog::run(plan, databases).await?
-    };
+        for &partitions in &plan.backlog_partitions {
+            backlog.push(backlog::run(plan, databases, partitions).await?);
+        }
+    }
     let mut runs = Vec::new();
     let mut kept: Option<Finished> = None;
     for &batch_size in &plan.batch_sizes {

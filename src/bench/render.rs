@@ -83,9 +83,12 @@ fn rows(report: &Report) -> Vec<Row> {
             cpu: cpu(&ceiling.cpu),
         });
     }
-    if let Backlog::Measured(backlog) = &report.backlog {
+    for backlog in &report.backlog {
+        let Backlog::Measured(backlog) = backlog else {
+            continue;
+        };
         rows.push(Row {
-            phase: "backlog, database down".into(),
+            phase: format!("backlog, database down, {} partitions", backlog.partitions),
             batch: default_b.to_string(),
             records: format!(
                 "{} ({})",
@@ -252,7 +255,14 @@ pub fn markdown(report: &Report, kept: Option<&str>) -> String {
         let _ = writeln!(out, "| {} |", cells(&row).join(" | "));
     }
     out.push('\n');
-    if let Backlog::Measured(backlog) = &report.backlog {
+    for backlog in &report.backlog {
+        let backlog = match backlog {
+            Backlog::Measured(backlog) => backlog,
+            Backlog::Skipped(why) => {
+                let _ = writeln!(out, "Backlog phase not run: {why}.\n");
+                continue;
+            }
+        };
         let samples: Vec<String> = backlog
             .rss_samples
             .iter()
@@ -260,11 +270,12 @@ pub fn markdown(report: &Report, kept: Option<&str>) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "Backlog: RSS {} MB when the service started; once a second during the {} s outage \
-             (MB): {}. Its partition actors held {} records taken from Kafka (their bound: {}, \
-             the partition queues, the Unknown backlogs and a batch each). After PostgreSQL came \
-             back, the committed offsets reached the end in {:.1} s and every unique event was \
-             stored once.\n",
+            "Backlog over {} partitions: RSS {} MB when the service started; once a second \
+             during the {} s outage (MB): {}. Its partition actors held {} records taken from \
+             Kafka (their bound: {}, the partition windows, the Unknown backlogs and a batch \
+             each). After PostgreSQL came back, the committed offsets reached the end in {:.1} s \
+             and every unique event was stored once.\n",
+            backlog.partitions,
             backlog
                 .baseline_rss
                 .map_or("n/a".into(), |b| format!("{:.0}", megabytes(b))),
@@ -274,9 +285,6 @@ pub fn markdown(report: &Report, kept: Option<&str>) -> String {
             whole(backlog.held_bound as f64),
             backlog.drained_in.as_secs_f64()
         );
-    }
-    if let Backlog::Skipped(why) = &report.backlog {
-        let _ = writeln!(out, "Backlog phase not run: {why}.\n");
     }
 
     let _ = writeln!(out, "## Targets\n");
