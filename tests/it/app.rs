@@ -95,6 +95,20 @@ impl TestApp {
             .sum()
     }
 
+    /// Applies an operator action to a partition this instance owns.
+    pub async fn operator(
+        &self,
+        partition: i32,
+        action: history_consumer::actors::messages::PartitionAction,
+    ) {
+        self.handle
+            .supervisor
+            .send(history_consumer::actors::messages::PartitionCommand { partition, action })
+            .await
+            .expect("the supervisor answers")
+            .expect("the partition is owned");
+    }
+
     /// Waits until this instance owns `count` partitions.
     pub async fn wait_assigned(&self, count: usize) {
         wait_for(

@@ -664,12 +664,7 @@ async fn every_metric_the_dashboard_and_the_rules_query_is_exported_by_a_live_se
 }
 
 async fn operator(app: &TestApp, partition: i32, action: PartitionAction) {
-    app.handle
-        .supervisor
-        .send(PartitionCommand { partition, action })
-        .await
-        .expect("the supervisor answers")
-        .expect("the partition is owned");
+    app.operator(partition, action).await;
 }
 
 // ----- the compose health check ---------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use history_consumer::actors::messages::PartitionAction;
 use history_consumer::actors::status::PartitionState;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
@@ -261,4 +262,77 @@ async fn a_duplicate_whose_classification_hangs_still_resolves_and_moves_the_wat
     locker.batch_execute("ROLLBACK").await.unwrap();
     assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 20);
     app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(2);
+    let group = unique_name("group");
+    let one = spawn_app_with(test_settings(&db.url, &kafka, &group)).await;
+    one.wait_assigned(2).await;
+    for partition in 0..2 {
+        one.operator(partition, PartitionAction::Pause).await;
+    }
+    let producer = kafka.producer();
+    let produce = |range: std::ops::Range<usize>| {
+        let (kafka, producer) = (&kafka, &producer);
+        async move {
+            for i in range {
+                let partition = (i % 2) as i32;
+                kafka
+                    .send(producer, Some(partition), "k", &numbered_event(i))
+                    .await;
+            }
+        }
+    };
+    produce(0..100).await;
+
+    // A second member takes one partition and consumes it (the pause belongs to the first
+    // instance), then leaves: the partition comes back to the first member, still paused.
+    let two = spawn_app_with(test_settings(&db.url, &kafka, &group)).await;
+    two.wait_assigned(1).await;
+    let moved = two.status().await.partitions[0].partition;
+    let generation_before = one
+        .partition(moved)
+        .await
+        .map(|v| v.actor.unwrap().generation);
+    wait_for(
+        Duration::from_secs(60),
+        "the second member to consume its partition",
+        || async {
+            let committed = kafka.committed(&group).await;
+            (committed[moved as usize] == 50).then_some(())
+        },
+    )
+    .await;
+    two.shutdown().await;
+    one.wait_assigned(2).await;
+    produce(100..200).await;
+    let view = wait_for(
+        Duration::from_secs(30),
+        "the partition to come back",
+        || async {
+            let view = one.partition(moved).await?;
+            (view.actor.as_ref()?.generation > generation_before.unwrap_or(0)).then_some(view)
+        },
+    )
+    .await;
+    let actor = view.actor.expect("an actor");
+    assert!(actor.operator_paused, "the pause survived the reassignment");
+    assert_eq!(actor.state, PartitionState::Paused);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let committed = kafka.committed(&group).await;
+    assert_eq!(
+        committed[moved as usize], 50,
+        "nothing new taken while paused"
+    );
+    assert!(committed[(1 - moved) as usize] <= 0, "{committed:?}");
+
+    for partition in 0..2 {
+        one.operator(partition, PartitionAction::Resume).await;
+    }
+    one.wait_committed(&kafka, &[100, 100]).await;
+    assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 200);
+    one.shutdown().await;
 }
