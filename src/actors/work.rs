@@ -11,7 +11,7 @@ use super::status::DuplicateCause;
 use crate::dead_letters::{self, DeadLetter};
 use crate::domain::{Outcome, RejectReason, TicketEvent};
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
-use crate::inbox::{Origin, PgInbox, Processed, duplicates, process_history_once};
+use crate::inbox::{Origin, PgInbox, PgInboxError, Processed, duplicates, process_history_once};
 
 /// What a record asks of the database.
 #[derive(Debug, Clone)]
@@ -90,6 +90,9 @@ pub struct Executed {
     pub outcome: Outcome,
     /// The error's text, for `Unknown`.
     pub error: Option<String>,
+    /// For `Unknown`: the database could not be reached (or the work timed out), so the
+    /// records are not the cause and may be retried together.
+    pub unavailable: bool,
     pub duplicate: Option<DuplicateCause>,
     pub elapsed: Duration,
 }
@@ -106,9 +109,10 @@ fn timed_out(timeout: Duration) -> String {
 /// the `Unknown` outcome. A duplicate's classification runs afterwards under its own deadline.
 pub async fn execute(pool: Pool, work: Work, timeout: Duration) -> Executed {
     let started = Instant::now();
-    let (outcome, error) = match tokio::time::timeout(timeout, run(&pool, &work)).await {
+    let (outcome, error, unavailable) = match tokio::time::timeout(timeout, run(&pool, &work)).await
+    {
         Ok(result) => result,
-        Err(_) => (Outcome::Unknown, Some(timed_out(timeout))),
+        Err(_) => (Outcome::Unknown, Some(timed_out(timeout)), true),
     };
     let elapsed = started.elapsed();
     let duplicate = match (&work, outcome) {
@@ -120,26 +124,33 @@ pub async fn execute(pool: Pool, work: Work, timeout: Duration) -> Executed {
     Executed {
         outcome,
         error,
+        unavailable,
         duplicate,
         elapsed,
     }
 }
 
-async fn run(pool: &Pool, work: &Work) -> (Outcome, Option<String>) {
+async fn run(pool: &Pool, work: &Work) -> (Outcome, Option<String>, bool) {
+    let failed = |error: PgInboxError| {
+        let unavailable = error.is_unavailable();
+        (
+            Outcome::Unknown,
+            Some(crate::error_text::chain(&error)),
+            unavailable,
+        )
+    };
     match work {
         Work::Event { event, origin, .. } => {
             let mut repo = PgInbox::new(pool.clone());
             match process_history_once(&mut repo, event, *origin).await {
-                Processed::Applied => (Outcome::Applied, None),
-                Processed::AlreadyApplied => (Outcome::AlreadyApplied, None),
-                Processed::Unknown(error) => {
-                    (Outcome::Unknown, Some(crate::error_text::chain(&error)))
-                }
+                Processed::Applied => (Outcome::Applied, None, false),
+                Processed::AlreadyApplied => (Outcome::AlreadyApplied, None, false),
+                Processed::Unknown(error) => failed(error),
             }
         }
         Work::DeadLetter { letter, .. } => match dead_letters::store(pool, letter).await {
-            Ok(()) => (Outcome::DeadLettered, None),
-            Err(error) => (Outcome::Unknown, Some(crate::error_text::chain(&error))),
+            Ok(()) => (Outcome::DeadLettered, None, false),
+            Err(error) => failed(error),
         },
     }
 }
@@ -166,9 +177,11 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
     let outcomes = match tokio::time::timeout(timeout, process_batch(&pool, &items)).await {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) => {
-            return all_unknown(works.len(), crate::error_text::chain(&error), started);
+            let unavailable = error.is_unavailable();
+            let text = crate::error_text::chain(&error);
+            return all_unknown(works.len(), text, unavailable, started);
         }
-        Err(_) => return all_unknown(works.len(), timed_out(timeout), started),
+        Err(_) => return all_unknown(works.len(), timed_out(timeout), true, started),
     };
     let elapsed = started.elapsed();
     let duplicates: Vec<(usize, &TicketEvent, Origin)> = works
@@ -204,6 +217,7 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
         .map(|outcome| Executed {
             outcome: outcome.into(),
             error: None,
+            unavailable: false,
             duplicate: None,
             elapsed,
         })
@@ -217,12 +231,13 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
     executed
 }
 
-fn all_unknown(count: usize, error: String, started: Instant) -> Vec<Executed> {
+fn all_unknown(count: usize, error: String, unavailable: bool, started: Instant) -> Vec<Executed> {
     let elapsed = started.elapsed();
     (0..count)
         .map(|_| Executed {
             outcome: Outcome::Unknown,
             error: Some(error.clone()),
+            unavailable,
             duplicate: None,
             elapsed,
         })

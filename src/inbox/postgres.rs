@@ -34,6 +34,39 @@ pub enum PgInboxError {
     Misuse(&'static str),
 }
 
+impl PgInboxError {
+    /// Whether the failure says nothing about the records: the database could not be reached,
+    /// the connection broke, or the server is going away. The same work may well succeed as it
+    /// is later; any other failure may be caused by the records themselves.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            PgInboxError::Pool(_) => true,
+            PgInboxError::Db(error) => is_unavailable(error),
+            PgInboxError::Misuse(_) => false,
+        }
+    }
+}
+
+/// SQLSTATEs of a server that cannot serve anyone right now.
+const UNAVAILABLE_STATES: [&str; 4] = [
+    "57P01", // admin_shutdown
+    "57P02", // crash_shutdown
+    "57P03", // cannot_connect_now
+    "53300", // too_many_connections
+];
+
+fn is_unavailable(error: &tokio_postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    match error.code() {
+        // Class 08: connection exception.
+        Some(state) => state.code().starts_with("08") || UNAVAILABLE_STATES.contains(&state.code()),
+        // No SQLSTATE: the connection failed (I/O, protocol), not a statement.
+        None => true,
+    }
+}
+
 impl From<tokio_postgres::Error> for PgInboxError {
     fn from(error: tokio_postgres::Error) -> Self {
         PgInboxError::Db(error)

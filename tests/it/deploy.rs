@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use history_consumer::actors::messages::{PartitionAction, PartitionCommand};
+use history_consumer::actors::messages::PartitionAction;
 use history_consumer::stuck::StuckRules;
 use serde_json::Value;
 

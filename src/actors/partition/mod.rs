@@ -26,11 +26,11 @@ use super::messages::{
     KafkaRequest, OutcomeReported, PartitionAction, SkipReported,
 };
 use super::status::{BacklogEntry, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome};
-use super::work::{Executed, Work, execute, execute_batch};
+use super::work::{Executed, Work, execute_batch};
 use crate::backoff::Backoff;
 use crate::domain::Outcome;
 use crate::metrics::Metrics;
-use schedule::{Limits, Next, Phase, Schedule};
+use schedule::{Failure, Limits, Next, Phase, Schedule};
 
 const RECENT_OUTCOMES: usize = 50;
 
@@ -95,8 +95,8 @@ impl PartitionActor {
                     });
                     continue;
                 }
-                Next::Retry { offset, work } => self.run_retry(offset, work, ctx),
-                Next::Batch(batch) => self.run_batch(batch, ctx),
+                Next::Retry(retries) => self.run(retries, true, ctx),
+                Next::Batch(batch) => self.run(batch, false, ctx),
                 Next::WaitUntil(at) => self.wake_at(at, ctx),
                 Next::Idle | Next::Busy => {}
             }
@@ -137,20 +137,9 @@ impl PartitionActor {
         self.timer = Some((at, handle));
     }
 
-    fn run_retry(&mut self, offset: i64, work: Work, ctx: &mut Context<Self>) {
-        let pool = self.deps.pool.clone();
-        let timeout = self.deps.work_timeout;
-        ctx.spawn(execute(pool, work.clone(), timeout).into_actor(self).map(
-            move |executed, actor, ctx| {
-                actor.schedule.finished();
-                actor.finish(offset, true, work, executed);
-                actor.drive(ctx);
-            },
-        ));
-    }
-
-    fn run_batch(&mut self, batch: Vec<(i64, Work)>, ctx: &mut Context<Self>) {
-        if let Some((offset, work)) = batch.last() {
+    /// Runs records in one unit of work: new ones (`retry` false) or Unknown ones again.
+    fn run(&mut self, batch: Vec<(i64, Work)>, retry: bool, ctx: &mut Context<Self>) {
+        if let (false, Some((offset, work))) = (retry, batch.last()) {
             self.last_offset = Some(*offset);
             self.last_record_time = work.timestamp();
         }
@@ -166,8 +155,12 @@ impl PartitionActor {
             .map(move |(batch, executed), actor, ctx| {
                 actor.schedule.finished();
                 debug_assert_eq!(batch.len(), executed.len());
+                let answered = executed.iter().any(|e| e.outcome.is_resolved());
                 for ((offset, work), executed) in batch.into_iter().zip(executed) {
-                    actor.finish(offset, false, work, executed);
+                    actor.finish(offset, retry, work, executed);
+                }
+                if answered {
+                    actor.schedule.database_answered(Instant::now());
                 }
                 actor.drive(ctx);
             }),
@@ -224,9 +217,13 @@ impl PartitionActor {
             }
         } else {
             let error = executed.error.unwrap_or_default();
+            let failure = Failure {
+                error: error.clone(),
+                alone: !executed.unavailable,
+            };
             let (attempt, delay) =
                 self.schedule
-                    .unknown(offset, work, error.clone(), Instant::now(), rand::random());
+                    .unknown(offset, work, failure, Instant::now(), rand::random());
             tracing::warn!(
                 partition,
                 offset,

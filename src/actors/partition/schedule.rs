@@ -4,12 +4,16 @@
 //! Rules, in priority order when nothing is running:
 //! 1. a skip (offsets without records) at the head of the queue is reported at once: every
 //!    record before it has been reported already, since one unit of work runs at a time;
-//! 2. a due retry of an Unknown record runs alone (it blocks the watermark, and alone it cannot
-//!    be held back by another record), lowest offset first;
+//! 2. due retries of Unknown records run next, lowest offset first: together, as one batch,
+//!    when they failed because the database was unavailable (the records were not the cause);
+//!    alone when the database rejected them, so that one bad record cannot hold back another;
 //! 3. new records run as one batch of at most `batch_size`, and only while the backlog of
 //!    Unknown records has room and no operator paused the partition; a short batch waits up to
 //!    `linger` for more records while more are on their way;
 //! 4. otherwise wait for the next retry or for new input.
+//!
+//! When the database answers again after being unavailable, every record that waits only for
+//! it is due at once: after an outage the backlog drains in batches, not at its backoff pace.
 //!
 //! Credit: the actor asks the driver for records only while `window` is not full (records
 //! queued here, running, and asked for but not yet received). A paused or full partition asks
@@ -44,18 +48,29 @@ enum Item<W> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unresolved<W> {
     pub work: W,
+    /// Retried alone: the database rejected it (it may be the cause), rather than being
+    /// unavailable.
+    pub alone: bool,
     pub attempts: u32,
     pub first_seen: Instant,
     pub next_retry: Instant,
     pub last_error: String,
 }
 
+/// Why a record is Unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub error: String,
+    /// The database rejected the work (the record may be the cause): retry it alone.
+    pub alone: bool,
+}
+
 /// What is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Running {
     Nothing,
-    /// The retry of the Unknown record at this offset.
-    Retry(i64),
+    /// Retries of this many Unknown records.
+    Retry(usize),
     /// A batch of this many new records.
     Batch(usize),
 }
@@ -65,8 +80,8 @@ pub enum Running {
 pub enum Next<W> {
     /// Report that the offsets after `after` and below `position` hold no record for us.
     Skip { after: Option<i64>, position: i64 },
-    /// Retry the Unknown record at `offset`, alone.
-    Retry { offset: i64, work: W },
+    /// Retry these Unknown records together (often just one).
+    Retry(Vec<(i64, W)>),
     /// Run these new records together.
     Batch(Vec<(i64, W)>),
     /// Nothing to run before this instant (a linger ends or a retry is due) or new input.
@@ -174,12 +189,19 @@ impl<W: Clone> Schedule<W> {
         if self.draining {
             return Next::Idle;
         }
-        if let Some((&offset, entry)) = self.backlog.iter().find(|(_, e)| e.next_retry <= now) {
-            self.running = Running::Retry(offset);
-            return Next::Retry {
-                offset,
-                work: entry.work.clone(),
+        if let Some((&offset, first)) = self.backlog.iter().find(|(_, e)| e.next_retry <= now) {
+            let retries: Vec<(i64, W)> = if first.alone {
+                vec![(offset, first.work.clone())]
+            } else {
+                self.backlog
+                    .range(offset..)
+                    .filter(|(_, e)| e.next_retry <= now && !e.alone)
+                    .take(self.limits.batch_size)
+                    .map(|(offset, e)| (*offset, e.work.clone()))
+                    .collect()
             };
+            self.running = Running::Retry(retries.len());
+            return Next::Retry(retries);
         }
         let room = self
             .limits
@@ -229,25 +251,28 @@ impl<W: Clone> Schedule<W> {
         self.running = Running::Nothing;
     }
 
-    /// The record at `offset` is Unknown (again): it waits in the backlog for its next retry.
-    /// Returns the attempts so far and the delay before the next. `unit` in `[0, 1)` picks the
-    /// jitter.
+    /// The record at `offset` is Unknown (again): it waits in the backlog for its next retry,
+    /// `alone` when the database rejected it rather than being unavailable. Returns the
+    /// attempts so far and the delay before the next. `unit` in `[0, 1)` picks the jitter.
     pub fn unknown(
         &mut self,
         offset: i64,
         work: W,
-        error: String,
+        failure: Failure,
         now: Instant,
         unit: f64,
     ) -> (u32, Duration) {
+        let Failure { error, alone } = failure;
         let entry = self.backlog.entry(offset).or_insert(Unresolved {
             work,
+            alone,
             attempts: 0,
             first_seen: now,
             next_retry: now,
             last_error: String::new(),
         });
         entry.attempts += 1;
+        entry.alone = alone;
         let delay = self.retry.delay(entry.attempts, unit);
         entry.next_retry = now + delay;
         entry.last_error = error;
@@ -257,6 +282,13 @@ impl<W: Clone> Schedule<W> {
     /// The record at `offset` resolved; true if it was in the backlog.
     pub fn resolved(&mut self, offset: i64) -> bool {
         self.backlog.remove(&offset).is_some()
+    }
+
+    /// The database answered: every record that waits only for it is due now.
+    pub fn database_answered(&mut self, now: Instant) {
+        for entry in self.backlog.values_mut().filter(|e| !e.alone) {
+            entry.next_retry = entry.next_retry.min(now);
+        }
     }
 
     /// Every Unknown record is due now.
@@ -366,6 +398,27 @@ mod tests {
         )
     }
 
+    fn unavailable() -> Failure {
+        Failure {
+            error: "db down".into(),
+            alone: false,
+        }
+    }
+
+    fn rejected() -> Failure {
+        Failure {
+            error: "value too long".into(),
+            alone: true,
+        }
+    }
+
+    fn retry_offsets(next: Next<&str>) -> Vec<i64> {
+        match next {
+            Next::Retry(retries) => retries.into_iter().map(|(o, _)| o).collect(),
+            other => panic!("expected retries, got {other:?}"),
+        }
+    }
+
     fn records(offsets: std::ops::Range<i64>) -> Vec<(i64, &'static str)> {
         offsets.map(|o| (o, "work")).collect()
     }
@@ -451,7 +504,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_record_is_retried_alone_before_new_records_with_growing_delays() {
+    fn an_unknown_record_is_retried_before_new_records_with_growing_delays() {
         let mut s = schedule(8, 4, 10);
         let now = Instant::now();
         s.receive(records(0..8));
@@ -459,7 +512,7 @@ mod tests {
         assert!(matches!(batch, Next::Batch(_)));
         s.finished();
         assert_eq!(
-            s.unknown(2, "work", "db down".into(), now, 0.5),
+            s.unknown(2, "work", rejected(), now, 0.5),
             (1, Duration::from_millis(100))
         );
         assert_eq!(s.phase(), Phase::Retrying);
@@ -467,16 +520,10 @@ mod tests {
         assert_eq!(batch_offsets(s.next(now)), vec![4, 5, 6, 7]);
         s.finished();
         let later = now + Duration::from_millis(100);
-        assert_eq!(
-            s.next(later),
-            Next::Retry {
-                offset: 2,
-                work: "work"
-            }
-        );
+        assert_eq!(s.next(later), Next::Retry(vec![(2, "work")]));
         s.finished();
         assert_eq!(
-            s.unknown(2, "work", "still down".into(), later, 0.5),
+            s.unknown(2, "work", rejected(), later, 0.5),
             (2, Duration::from_millis(200))
         );
         assert_eq!(
@@ -484,10 +531,58 @@ mod tests {
             Next::WaitUntil(later + Duration::from_millis(200))
         );
         s.retry_all_now(later);
-        assert!(matches!(s.next(later), Next::Retry { offset: 2, .. }));
+        assert_eq!(retry_offsets(s.next(later)), vec![2]);
         s.finished();
         assert!(s.resolved(2));
         assert_eq!(s.phase(), Phase::Running);
+    }
+
+    #[test]
+    fn records_that_waited_for_the_database_are_retried_together_and_rejected_ones_alone() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..8));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.finished();
+        for offset in 0..4 {
+            let failure = if offset == 1 {
+                rejected()
+            } else {
+                unavailable()
+            };
+            s.unknown(offset, "work", failure, now, 0.5);
+        }
+        let due = now + Duration::from_millis(100);
+        assert_eq!(
+            retry_offsets(s.next(due)),
+            vec![0, 2, 3],
+            "the rejected one waits"
+        );
+        s.finished();
+        for offset in [0, 2, 3] {
+            assert!(s.resolved(offset));
+        }
+        assert_eq!(retry_offsets(s.next(due)), vec![1], "then alone");
+    }
+
+    #[test]
+    fn once_the_database_answers_every_record_that_waited_for_it_is_due_at_once() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..8));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.finished();
+        for _ in 0..5 {
+            s.unknown(0, "work", unavailable(), now, 0.5);
+        }
+        s.unknown(1, "work", rejected(), now, 0.5);
+        s.unknown(2, "work", unavailable(), now, 0.5);
+        s.database_answered(now);
+        assert_eq!(
+            retry_offsets(s.next(now)),
+            vec![0, 2],
+            "not the rejected one"
+        );
     }
 
     #[test]
@@ -497,8 +592,8 @@ mod tests {
         s.receive(records(0..4));
         assert!(matches!(s.next(now), Next::Batch(_)));
         s.finished();
-        s.unknown(0, "w", "e".into(), now, 0.5);
-        s.unknown(1, "w", "e".into(), now, 0.5);
+        s.unknown(0, "w", unavailable(), now, 0.5);
+        s.unknown(1, "w", unavailable(), now, 0.5);
         assert_eq!(s.phase(), Phase::BacklogFull);
         assert!(s.intake_stopped());
         assert_eq!(
