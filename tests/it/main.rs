@@ -1,5 +1,6 @@
 //! Integration tests: one binary, real PostgreSQL and Kafka's real protocol (the librdkafka
-//! mock cluster), records produced by a real producer.
+//! mock cluster, and a tansu broker server for the Kafka-facing tests), records produced by a
+//! real producer.
 
 mod admin;
 mod app;
@@ -18,4 +19,5 @@ mod migrations;
 mod process;
 mod produce;
 mod resilience;
+mod tansu;
 mod webdriver;

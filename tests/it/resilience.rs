@@ -4,13 +4,11 @@
 use std::time::Duration;
 
 use history_consumer::actors::status::PartitionState;
-use rdkafka::ClientConfig;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 use crate::app::{spawn_app, spawn_app_with, test_settings};
 use crate::helpers::own_database;
 use crate::helpers::{test_database, unique_name, wait_for};
-use crate::kafka::{TestKafka, numbered_event};
+use crate::kafka::{TestKafka, Transaction, numbered_event};
 
 #[actix_web::test]
 async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
@@ -98,6 +96,8 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
     app.shutdown().await;
 }
 
+// On the mock only: tansu 0.6 hands the records of aborted transactions to read_committed
+// consumers too (a broker defect), so there the aborted events would be stored.
 #[actix_web::test]
 async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
     let db = test_database().await;
@@ -105,35 +105,16 @@ async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
 
-    let topic = kafka.topic.clone();
-    let brokers = kafka.brokers.clone();
-    tokio::task::spawn_blocking(move || {
-        let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-            .set("bootstrap.servers", &brokers)
-            .set("transactional.id", unique_name("tx"))
-            .create()
-            .expect("transactional producer");
-        let timeout = Duration::from_secs(10);
-        producer
-            .init_transactions(timeout)
-            .expect("init transactions");
-        for (batch, commit) in [(0, true), (1, false), (2, true)] {
-            producer.begin_transaction().expect("begin");
-            for i in 0..5 {
-                let body = numbered_event(batch * 100 + i);
-                producer
-                    .send(BaseRecord::to(&topic).key("k").payload(&body))
-                    .expect("enqueue");
-            }
-            if commit {
-                producer.commit_transaction(timeout).expect("commit");
-            } else {
-                producer.abort_transaction(timeout).expect("abort");
-            }
-        }
-    })
-    .await
-    .unwrap();
+    let transactions = [(0, true), (1, false), (2, true)]
+        .into_iter()
+        .map(|(batch, commit)| Transaction {
+            records: (0..5)
+                .map(|i| (0, numbered_event(batch * 100 + i)))
+                .collect(),
+            commit,
+        })
+        .collect();
+    kafka.send_transactions(transactions).await;
 
     // A real broker leaves the aborted records and the transaction markers in the log (gaps
     // for a read_committed consumer); librdkafka's mock cluster keeps neither, so here the end
@@ -163,9 +144,9 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
     }
     app.wait_committed(&kafka, &[10, 10]).await;
 
-    kafka.cluster.broker_down(1).expect("broker down");
+    kafka.mock().broker_down(1).expect("broker down");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    kafka.cluster.broker_up(1).expect("broker up");
+    kafka.mock().broker_up(1).expect("broker up");
 
     for i in 20..40 {
         kafka
