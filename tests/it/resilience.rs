@@ -1,5 +1,5 @@
 //! The runtime through trouble: a database outage, offset gaps, a broker outage, the eager
-//! assignment strategy.
+//! assignment strategy; on tansu too where it does what the test needs.
 
 use std::time::Duration;
 
@@ -8,13 +8,22 @@ use history_consumer::actors::status::PartitionState;
 use crate::app::{spawn_app, spawn_app_with, test_settings};
 use crate::helpers::own_database;
 use crate::helpers::{test_database, unique_name, wait_for};
-use crate::kafka::{TestKafka, Transaction, numbered_event};
+use crate::kafka::{Broker, TestKafka, Transaction, numbered_event};
 
 #[actix_web::test]
-async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_on_the_mock() {
+    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_on_tansu() {
+    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(Broker::Tansu).await;
+}
+
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(broker: Broker) {
     // A cluster of its own: this test stops it.
     let (mut cluster, url) = own_database("outage").await;
-    let kafka = TestKafka::start(1);
+    let kafka = TestKafka::start_on(broker, 1).await;
     let mut settings = test_settings(&url, &kafka, &unique_name("group"));
     settings.runtime.max_unresolved = 20;
     settings.runtime.partition_queue = 8;
@@ -130,6 +139,8 @@ async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
     app.shutdown().await;
 }
 
+// On the mock only: it takes its broker down and up on demand; the tansu server is shared by
+// every test of the process.
 #[actix_web::test]
 async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
     let db = test_database().await;
@@ -159,9 +170,23 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
 }
 
 #[actix_web::test]
-async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once() {
+async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once_on_the_mock()
+{
+    the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once_on_tansu() {
+    the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(Broker::Tansu)
+        .await;
+}
+
+async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(4);
+    let kafka = TestKafka::start_on(broker, 4).await;
     let group = unique_name("group");
     let eager = |settings: &mut history_consumer::config::Settings| {
         settings
@@ -189,7 +214,7 @@ async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event
             .await;
     }
     wait_for(
-        Duration::from_secs(60),
+        kafka.join_deadline(),
         "both members to own partitions",
         || async {
             let (a, b) = (
