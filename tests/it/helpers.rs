@@ -73,6 +73,20 @@ pub async fn test_database() -> TestDb {
     test_database_with(4).await
 }
 
+/// Every event of `0..total` is stored exactly once: one history row and one inbox marker each.
+pub async fn assert_stored_once(db: &TestDb, total: usize) {
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM history_events").await,
+        total as i64
+    );
+    assert_eq!(
+        db.scalar("SELECT count(DISTINCT event_id) FROM history_events")
+            .await,
+        total as i64
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM inbox").await, total as i64);
+}
+
 /// Polls `probe` until it returns `Some`, failing the test with `what` after `timeout`.
 pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut probe: F) -> T
 where

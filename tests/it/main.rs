@@ -11,6 +11,7 @@ mod browser;
 mod consumer;
 mod demo;
 mod deploy;
+mod fetch;
 mod helpers;
 mod http;
 mod inbox;

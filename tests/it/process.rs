@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::helpers::free_port;
-use crate::helpers::{TestDb, test_database, unique_name, wait_for};
+use crate::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
 use crate::kafka::{Broker, TestKafka, numbered_event};
 
 /// A running `history-consumer run` process.
@@ -141,20 +141,6 @@ async fn wait_shared(kafka: &TestKafka, members: &[&ServiceProcess], what: &str)
         (all && owned.iter().all(|&n| n > 0)).then_some(())
     })
     .await;
-}
-
-/// Every event of `0..total` is stored exactly once.
-async fn assert_stored_once(db: &TestDb, total: usize) {
-    assert_eq!(
-        db.scalar("SELECT count(*) FROM history_events").await,
-        total as i64
-    );
-    assert_eq!(
-        db.scalar("SELECT count(DISTINCT event_id) FROM history_events")
-            .await,
-        total as i64
-    );
-    assert_eq!(db.scalar("SELECT count(*) FROM inbox").await, total as i64);
 }
 
 async fn rows_per_partition(db: &TestDb, partitions: i32) -> Vec<i64> {
