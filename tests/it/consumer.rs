@@ -56,9 +56,23 @@ async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_
 }
 
 #[actix_web::test]
-async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event() {
+async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event_on_the_mock()
+{
+    ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event_on_tansu() {
+    ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(Broker::Tansu)
+        .await;
+}
+
+async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(4);
+    let kafka = TestKafka::start_on(broker, 4).await;
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(4).await;
 
@@ -114,9 +128,23 @@ async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique
 }
 
 #[actix_web::test]
-async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition() {
+async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition_on_the_mock()
+ {
+    malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition_on_tansu() {
+    malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(Broker::Tansu)
+        .await;
+}
+
+async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(1);
+    let kafka = TestKafka::start_on(broker, 1).await;
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
     let producer = kafka.producer();

@@ -158,6 +158,11 @@ impl TestKafka {
     /// Produces `transactions` in order with one transactional producer (a fresh
     /// `transactional.id`); returns the (partition, offset) of each record as acknowledged,
     /// per transaction. Runs off the test's thread: librdkafka's transaction calls block.
+    ///
+    /// An aborted transaction is aborted right after its records are queued, so librdkafka
+    /// purges them and the log holds none. Aborted records that do reach the log are handed to
+    /// read_committed consumers by both brokers (flushed before the abort, the service stored
+    /// every one of them).
     pub async fn send_transactions(&self, transactions: Vec<Transaction>) -> Vec<Vec<(i32, i64)>> {
         let (brokers, topic, acknowledged) = (
             self.brokers.clone(),

@@ -160,9 +160,24 @@ async fn rows_per_partition(db: &TestDb, partitions: i32) -> Vec<i64> {
 }
 
 #[actix_web::test]
-async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records() {
+async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records_on_the_mock()
+ {
+    sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records_on_tansu()
+{
+    sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records(Broker::Tansu)
+        .await;
+}
+
+async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(2);
+    let kafka = TestKafka::start_on(broker, 2).await;
     let group = unique_name("group");
     produce(&kafka, 0..3000).await;
     let mut service = ServiceProcess::spawn(&db, &kafka, &group);

@@ -106,7 +106,8 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(broke
 }
 
 // On the mock only: tansu 0.6 hands the records of aborted transactions to read_committed
-// consumers too (a broker defect), so there the aborted events would be stored.
+// consumers (a broker defect: flushed before the abort, the service stored all 15 events), and
+// its commit markers meet the fetch-path bug of fetch.rs (committed stops one short).
 #[actix_web::test]
 async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
     let db = test_database().await;
