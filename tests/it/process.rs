@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::free_port;
-use crate::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::helpers::{
+    TestDb, assert_stored_once, free_port, killed_when_the_spawning_thread_ends, test_database,
+    unique_name, wait_for,
+};
 use crate::kafka::{Broker, TestKafka, numbered_event};
 
 /// A running `history-consumer run` process.
@@ -19,11 +21,14 @@ pub struct ServiceProcess {
 }
 
 impl ServiceProcess {
+    /// Starts a member on the test's thread; it dies with that thread at the latest.
     pub fn spawn(db: &TestDb, kafka: &TestKafka, group: &str) -> ServiceProcess {
         let admin = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-consumer")));
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_history-consumer"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
+        killed_when_the_spawning_thread_ends(&mut command);
+        let child = command
             .args([
                 "run",
                 "--brokers",

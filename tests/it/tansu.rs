@@ -4,7 +4,6 @@
 //! outlives `cargo test`. Tests share it through unique topic and group names.
 
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -221,26 +220,11 @@ fn version_of(binary: &Path) -> Option<String> {
 }
 
 /// Spawns `command` so that the kernel kills the child when this process ends, however it
-/// ends (a panic, `kill -9`).
-///
-/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process,
-/// and test threads end with their test: the child is forked from a thread that lives as
-/// long as the process.
+/// ends (a panic, `kill -9`): the death signal fires when the spawning *thread* ends, and test
+/// threads end with their test, so the child is spawned from a thread that lives as long as
+/// the process.
 fn spawn_dying_with_us(mut command: Command) -> io::Result<Child> {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // We may have died before the prctl: then no signal will ever come.
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
+    crate::helpers::killed_when_the_spawning_thread_ends(&mut command);
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("tansu-parent".into())
