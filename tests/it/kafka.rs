@@ -50,6 +50,10 @@ pub struct TestKafka {
 pub struct Acknowledged(Arc<Mutex<Vec<i64>>>);
 
 impl Acknowledged {
+    fn new(partitions: i32) -> Acknowledged {
+        Acknowledged(Arc::new(Mutex::new(vec![0; partitions as usize])))
+    }
+
     /// Notes a record the broker acknowledged at `offset`.
     pub fn record(&self, partition: i32, offset: i64) {
         let mut ends = self.0.lock().expect("acknowledged lock");
@@ -82,7 +86,7 @@ impl TestKafka {
             mock: Some(cluster),
             topic,
             partitions,
-            acknowledged: Acknowledged(Arc::new(Mutex::new(vec![0; partitions as usize]))),
+            acknowledged: Acknowledged::new(partitions),
         }
     }
 
@@ -100,7 +104,7 @@ impl TestKafka {
                     brokers: server.brokers.clone(),
                     topic,
                     partitions,
-                    acknowledged: Acknowledged(Arc::new(Mutex::new(vec![0; partitions as usize]))),
+                    acknowledged: Acknowledged::new(partitions),
                 }
             }
         }
