@@ -1,5 +1,5 @@
 //! Running the service in process (inside the test's actix system) against a test database
-//! and the mock cluster.
+//! and a test broker.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use history_consumer::config::{KafkaSettings, RuntimeSettings, Settings};
 use history_consumer::startup::{AppHandle, Application};
 
 use crate::helpers::{TestDb, unique_name, wait_for};
-use crate::kafka::TestKafka;
+use crate::kafka::{Broker, TestKafka};
 
 pub struct TestApp {
     pub handle: AppHandle,
@@ -17,8 +17,8 @@ pub struct TestApp {
     pub stopped: tokio::task::JoinHandle<Result<(), String>>,
 }
 
-/// Settings for tests: short session timeout (the mock waits that long to rebalance), fast
-/// commits and retries.
+/// Settings for tests: short session timeout (the mock waits that long to rebalance; tansu
+/// takes that long to notice a dead member), fast commits and retries.
 pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
     Settings {
         kafka: KafkaSettings {
@@ -109,10 +109,11 @@ impl TestApp {
             .expect("the partition is owned");
     }
 
-    /// Waits until this instance owns `count` partitions.
+    /// Waits until this instance owns `count` partitions (long enough for a group join on
+    /// either broker).
     pub async fn wait_assigned(&self, count: usize) {
         wait_for(
-            Duration::from_secs(30),
+            Broker::Tansu.join_deadline(),
             "partitions to be assigned",
             || async { (self.status().await.partitions.len() == count).then_some(()) },
         )

@@ -1,5 +1,6 @@
-//! The consumer runtime end to end, in process: records produced by a real producer to the
-//! mock cluster, consumed by the service, checked in PostgreSQL and in Kafka's committed offsets.
+//! The consumer runtime end to end, in process: records produced by a real producer to a
+//! broker (the mock cluster, and tansu where named so), consumed by the service, checked in
+//! PostgreSQL and in Kafka's committed offsets.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -8,12 +9,26 @@ use history_consumer::actors::status::DuplicateCause;
 
 use crate::app::spawn_app;
 use crate::helpers::{test_database, wait_for};
-use crate::kafka::{TestKafka, payload, story_900, story_901};
+use crate::kafka::{Broker, TestKafka, payload, story_900, story_901};
 
 #[actix_web::test]
-async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end() {
+async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end_on_the_mock()
+ {
+    the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end_on_tansu() {
+    the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end(Broker::Tansu)
+        .await;
+}
+
+async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(1);
+    let kafka = TestKafka::start_on(broker, 1).await;
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
 
@@ -41,9 +56,23 @@ async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_
 }
 
 #[actix_web::test]
-async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event() {
+async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event_on_the_mock()
+{
+    ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event_on_tansu() {
+    ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(Broker::Tansu)
+        .await;
+}
+
+async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(4);
+    let kafka = TestKafka::start_on(broker, 4).await;
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(4).await;
 
@@ -99,9 +128,23 @@ async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique
 }
 
 #[actix_web::test]
-async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition() {
+async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition_on_the_mock()
+ {
+    malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition_on_tansu() {
+    malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(Broker::Tansu)
+        .await;
+}
+
+async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(1);
+    let kafka = TestKafka::start_on(broker, 1).await;
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
     let producer = kafka.producer();
@@ -165,9 +208,18 @@ async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_pa
 }
 
 #[actix_web::test]
-async fn a_graceful_shutdown_commits_the_final_watermark() {
+async fn a_graceful_shutdown_commits_the_final_watermark_on_the_mock() {
+    a_graceful_shutdown_commits_the_final_watermark(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn a_graceful_shutdown_commits_the_final_watermark_on_tansu() {
+    a_graceful_shutdown_commits_the_final_watermark(Broker::Tansu).await;
+}
+
+async fn a_graceful_shutdown_commits_the_final_watermark(broker: Broker) {
     let db = test_database().await;
-    let kafka = TestKafka::start(2);
+    let kafka = TestKafka::start_on(broker, 2).await;
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(2).await;
     let producer = kafka.producer();

@@ -2,6 +2,8 @@
 //! per test, and polling with a deadline.
 
 use std::future::Future;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,27 @@ impl TestDb {
     pub async fn scalar(&self, sql: &str) -> i64 {
         let client = self.pool.get().await.expect("a connection");
         client.query_one(sql, &[]).await.expect(sql).get(0)
+    }
+}
+
+/// Has the kernel SIGKILL the child spawned by `command` when the thread that spawns it ends
+/// (`PR_SET_PDEATHSIG`: per thread, not per process), so that a crashed or `kill -9`ed test run
+/// leaves no process behind. Spawn from the test's own thread (never from a pool thread, which
+/// may end mid-test).
+pub fn killed_when_the_spawning_thread_ends(command: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // We may have died before the prctl: then no signal will ever come.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
     }
 }
 
@@ -71,6 +94,20 @@ pub async fn test_database_with(size: usize) -> TestDb {
 /// A migrated database with a small pool.
 pub async fn test_database() -> TestDb {
     test_database_with(4).await
+}
+
+/// Every event of `0..total` is stored exactly once: one history row and one inbox marker each.
+pub async fn assert_stored_once(db: &TestDb, total: usize) {
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM history_events").await,
+        total as i64
+    );
+    assert_eq!(
+        db.scalar("SELECT count(DISTINCT event_id) FROM history_events")
+            .await,
+        total as i64
+    );
+    assert_eq!(db.scalar("SELECT count(*) FROM inbox").await, total as i64);
 }
 
 /// Polls `probe` until it returns `Some`, failing the test with `what` after `timeout`.

@@ -1,22 +1,79 @@
-//! Kafka plumbing for tests: the librdkafka mock cluster in process, a real producer, and
-//! reading committed offsets and high watermarks as the broker knows them.
+//! Kafka plumbing for tests: a topic on one of two brokers (librdkafka's mock cluster in
+//! process, or the tansu server of this test process), real producers, plain and
+//! transactional, and reading committed offsets and high watermarks as the broker knows them.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-/// The mock cluster and a topic on it. Not `Send`: it lives on the test's thread.
+/// The broker a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broker {
+    /// librdkafka's mock cluster, in this process: quick rebalances, broker outages on
+    /// demand, no transaction markers in the log.
+    Mock,
+    /// The tansu server of this test process (`tansu.rs`): a real TCP server with its own
+    /// group coordinator and commit markers in the log; group joins take longer.
+    Tansu,
+}
+
+impl Broker {
+    /// How long a test may wait for a group join or a rebalance to settle: tansu was seen
+    /// taking over 10 s to answer a JoinGroup.
+    pub fn join_deadline(self) -> Duration {
+        match self {
+            Broker::Mock => Duration::from_secs(30),
+            Broker::Tansu => Duration::from_secs(90),
+        }
+    }
+}
+
+/// A topic with `partitions` partitions on a broker. Not `Send` (the mock cluster lives in
+/// it): it stays on the test's thread.
 pub struct TestKafka {
-    pub cluster: MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
+    pub broker: Broker,
+    mock: Option<MockCluster<'static, DefaultProducerContext>>,
     pub brokers: String,
     pub topic: String,
     pub partitions: i32,
+    acknowledged: Acknowledged,
+}
+
+/// One past the highest offset the broker acknowledged per partition, for producers of
+/// ours: a lower bound for the high watermarks.
+#[derive(Clone)]
+pub struct Acknowledged(Arc<Mutex<Vec<i64>>>);
+
+impl Acknowledged {
+    fn new(partitions: i32) -> Acknowledged {
+        Acknowledged(Arc::new(Mutex::new(vec![0; partitions as usize])))
+    }
+
+    /// Notes a record the broker acknowledged at `offset`.
+    pub fn record(&self, partition: i32, offset: i64) {
+        let mut ends = self.0.lock().expect("acknowledged lock");
+        let end = &mut ends[partition as usize];
+        *end = (*end).max(offset + 1);
+    }
+
+    fn snapshot(&self) -> Vec<i64> {
+        self.0.lock().expect("acknowledged lock").clone()
+    }
+}
+
+/// Records of one transaction and whether it is committed or aborted.
+pub struct Transaction {
+    pub records: Vec<(i32, Vec<u8>)>,
+    pub commit: bool,
 }
 
 impl TestKafka {
+    /// A topic on a fresh mock cluster.
     pub fn start(partitions: i32) -> TestKafka {
         let cluster = MockCluster::new(1).expect("mock cluster");
         let topic = crate::helpers::unique_name("tickets");
@@ -24,11 +81,45 @@ impl TestKafka {
             .create_topic(&topic, partitions, 1)
             .expect("create topic");
         TestKafka {
+            broker: Broker::Mock,
             brokers: cluster.bootstrap_servers(),
-            cluster,
+            mock: Some(cluster),
             topic,
             partitions,
+            acknowledged: Acknowledged::new(partitions),
         }
+    }
+
+    /// A fresh topic on `broker` (tansu is started on first use).
+    pub async fn start_on(broker: Broker, partitions: i32) -> TestKafka {
+        match broker {
+            Broker::Mock => TestKafka::start(partitions),
+            Broker::Tansu => {
+                let server = crate::tansu::server();
+                let topic = crate::helpers::unique_name("tickets");
+                server.create_topic(&topic, partitions).await;
+                TestKafka {
+                    broker,
+                    mock: None,
+                    brokers: server.brokers.clone(),
+                    topic,
+                    partitions,
+                    acknowledged: Acknowledged::new(partitions),
+                }
+            }
+        }
+    }
+
+    /// The mock cluster, for what only it can do (take a broker down).
+    pub fn mock(&self) -> &MockCluster<'static, DefaultProducerContext> {
+        self.mock
+            .as_ref()
+            .expect("the mock cluster: this test runs on the mock only")
+    }
+
+    /// How long a group join or rebalance may take on this broker.
+    pub fn join_deadline(&self) -> Duration {
+        self.broker.join_deadline()
     }
 
     pub fn producer(&self) -> FutureProducer {
@@ -38,6 +129,12 @@ impl TestKafka {
             .set("linger.ms", "5")
             .create()
             .expect("producer")
+    }
+
+    /// Where producers that do not go through [`TestKafka::send`] note their acknowledged
+    /// records, so that [`TestKafka::ends`] can check the broker's answer against them.
+    pub fn acknowledged(&self) -> Acknowledged {
+        self.acknowledged.clone()
     }
 
     /// Produces one record and waits for the broker's ack; returns (partition, offset).
@@ -57,7 +154,99 @@ impl TestKafka {
             .await
             .map_err(|(e, _)| e)
             .expect("delivered");
+        self.acknowledged
+            .record(delivery.partition, delivery.offset);
         (delivery.partition, delivery.offset)
+    }
+
+    /// Produces `transactions` in order with one transactional producer (a fresh
+    /// `transactional.id`); returns the (partition, offset) of each record as acknowledged,
+    /// per transaction. Runs off the test's thread: librdkafka's transaction calls block.
+    ///
+    /// An aborted transaction is aborted right after its records are queued, so librdkafka
+    /// purges them and the log holds none. Aborted records that do reach the log are handed to
+    /// read_committed consumers by both brokers (flushed before the abort, the service stored
+    /// every one of them).
+    pub async fn send_transactions(&self, transactions: Vec<Transaction>) -> Vec<Vec<(i32, i64)>> {
+        let (brokers, topic, acknowledged) = (
+            self.brokers.clone(),
+            self.topic.clone(),
+            self.acknowledged.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let producer: FutureProducer = ClientConfig::new()
+                .set("bootstrap.servers", &brokers)
+                .set("transactional.id", crate::helpers::unique_name("tx"))
+                .create()
+                .expect("transactional producer");
+            let timeout = Duration::from_secs(30);
+            producer
+                .init_transactions(timeout)
+                .expect("init transactions");
+            let mut delivered = Vec::new();
+            for transaction in transactions {
+                producer.begin_transaction().expect("begin");
+                let deliveries: Vec<_> = transaction
+                    .records
+                    .iter()
+                    .map(|(partition, body)| {
+                        let record = FutureRecord::to(&topic)
+                            .partition(*partition)
+                            .key("k")
+                            .payload(body);
+                        producer
+                            .send_result(record)
+                            .map_err(|(e, _)| e)
+                            .expect("enqueued")
+                    })
+                    .collect();
+                if transaction.commit {
+                    producer.commit_transaction(timeout).expect("commit");
+                } else {
+                    producer.abort_transaction(timeout).expect("abort");
+                }
+                let offsets: Vec<(i32, i64)> = deliveries
+                    .into_iter()
+                    .filter_map(|delivery| futures::executor::block_on(delivery).ok())
+                    .filter_map(Result::ok)
+                    .map(|d| (d.partition, d.offset))
+                    .collect();
+                if transaction.commit {
+                    assert_eq!(offsets.len(), transaction.records.len(), "all delivered");
+                    for (partition, offset) in &offsets {
+                        acknowledged.record(*partition, *offset);
+                    }
+                }
+                delivered.push(offsets);
+            }
+            delivered
+        })
+        .await
+        .expect("transactions task")
+    }
+
+    /// Commits `offsets` (per partition, in order) for `group` from outside the group, as an
+    /// operator's tool would while no member is active.
+    pub async fn commit_for(&self, group: &str, offsets: &[i64]) {
+        let (brokers, topic, group) = (self.brokers.clone(), self.topic.clone(), group.to_owned());
+        let offsets = offsets.to_vec();
+        tokio::task::spawn_blocking(move || {
+            let consumer: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &brokers)
+                .set("group.id", &group)
+                .create()
+                .expect("consumer");
+            let mut tpl = TopicPartitionList::new();
+            for (partition, offset) in offsets.iter().enumerate() {
+                tpl.add_partition_offset(&topic, partition as i32, Offset::Offset(*offset))
+                    .expect("a position");
+            }
+            consumer
+                .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+                .expect("committed");
+        })
+        .await
+        .expect("commit task");
     }
 
     /// Committed positions of `group` per partition (-1 when none), as the broker has them.
@@ -97,24 +286,68 @@ impl TestKafka {
         .expect("committed offsets task")
     }
 
-    /// High watermarks (next offset to be written) per partition.
+    /// High watermarks (next offset to be written, transaction markers included) per
+    /// partition, as a consumer reading the whole topic finds them at its end.
+    ///
+    /// Not a ListOffsets query: tansu 0.6 answers it with the base offset of the partition's
+    /// last batch plus one (10 records produced in one batch: end 1), so the broker is asked
+    /// through fetches instead, on both brokers alike. The answer is also checked against
+    /// what our producers were acknowledged.
     pub async fn ends(&self) -> Vec<i64> {
         let (brokers, topic, partitions) =
             (self.brokers.clone(), self.topic.clone(), self.partitions);
+        let acknowledged = self.acknowledged.clone();
         tokio::task::spawn_blocking(move || {
             let consumer: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &brokers)
+                // Needed to assign; this consumer never joins the group nor commits.
+                .set("group.id", crate::helpers::unique_name("ends"))
+                .set("enable.auto.commit", "false")
                 .set("isolation.level", "read_uncommitted")
+                .set("enable.partition.eof", "true")
+                .set("fetch.wait.max.ms", "10")
                 .create()
                 .expect("consumer");
-            (0..partitions)
-                .map(|p| {
-                    consumer
-                        .fetch_watermarks(&topic, p, Duration::from_secs(10))
-                        .expect("watermarks")
-                        .1
-                })
-                .collect()
+            let mut tpl = TopicPartitionList::new();
+            for p in 0..partitions {
+                tpl.add_partition_offset(&topic, p, Offset::Beginning)
+                    .expect("partition");
+            }
+            consumer.assign(&tpl).expect("assign");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut at_end = vec![false; partitions as usize];
+            loop {
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Err(KafkaError::PartitionEOF(p))) => at_end[p as usize] = true,
+                    Some(Err(error)) => panic!("reading {topic} to its end: {error}"),
+                    Some(Ok(_)) | None => {}
+                }
+                if at_end.iter().all(|&end| end) {
+                    // The position after the end of an empty partition is "invalid": 0.
+                    let positions = consumer.position().expect("positions");
+                    let ends: Vec<i64> = (0..partitions)
+                        .map(
+                            |p| match positions.find_partition(&topic, p).map(|e| e.offset()) {
+                                Some(Offset::Offset(o)) => o,
+                                _ => 0,
+                            },
+                        )
+                        .collect();
+                    drop(positions);
+                    let floor = acknowledged.snapshot();
+                    if ends.iter().zip(&floor).all(|(end, ack)| end >= ack) {
+                        return ends;
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "{topic} ends at {ends:?}, short of the acknowledged {floor:?}"
+                    );
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{topic} not read to its end in time: {at_end:?}"
+                );
+            }
         })
         .await
         .expect("watermarks task")

@@ -1,5 +1,6 @@
 //! Integration tests: one binary, real PostgreSQL and Kafka's real protocol (the librdkafka
-//! mock cluster), records produced by a real producer.
+//! mock cluster, and a tansu broker server for the Kafka-facing tests), records produced by a
+//! real producer.
 
 mod admin;
 mod app;
@@ -10,6 +11,7 @@ mod browser;
 mod consumer;
 mod demo;
 mod deploy;
+mod fetch;
 mod helpers;
 mod http;
 mod inbox;
@@ -19,4 +21,5 @@ mod process;
 mod produce;
 mod proxy;
 mod resilience;
+mod tansu;
 mod webdriver;

@@ -5,7 +5,7 @@ use history_consumer::actors::status::DuplicateCause;
 
 use crate::app::spawn_app;
 use crate::helpers::test_database;
-use crate::kafka::TestKafka;
+use crate::kafka::{Broker, TestKafka};
 
 fn field(line: &str, name: &str) -> u64 {
     line.split_whitespace()
@@ -15,9 +15,18 @@ fn field(line: &str, name: &str) -> u64 {
 }
 
 #[actix_web::test]
-async fn produced_events_duplicates_and_malformed_records_end_up_where_they_belong() {
+async fn produced_events_duplicates_and_malformed_records_end_up_where_they_belong_on_the_mock() {
+    produced_events_duplicates_and_malformed_records_end_up_where_they_belong(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn produced_events_duplicates_and_malformed_records_end_up_where_they_belong_on_tansu() {
+    produced_events_duplicates_and_malformed_records_end_up_where_they_belong(Broker::Tansu).await;
+}
+
+async fn produced_events_duplicates_and_malformed_records_end_up_where_they_belong(broker: Broker) {
     let db = test_database().await;
-    let kafka = TestKafka::start(2);
+    let kafka = TestKafka::start_on(broker, 2).await;
     let (brokers, topic) = (kafka.brokers.clone(), kafka.topic.clone());
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_history-consumer"))

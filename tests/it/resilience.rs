@@ -1,23 +1,30 @@
 //! The runtime through trouble: a database outage, offset gaps, a broker outage, the eager
-//! assignment strategy.
+//! assignment strategy; on tansu too where it does what the test needs.
 
 use std::time::Duration;
 
 use history_consumer::actors::messages::PartitionAction;
 use history_consumer::actors::status::PartitionState;
-use rdkafka::ClientConfig;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 use crate::app::{spawn_app, spawn_app_with, test_settings};
 use crate::helpers::own_database;
 use crate::helpers::{test_database, unique_name, wait_for};
-use crate::kafka::{TestKafka, numbered_event};
+use crate::kafka::{Broker, TestKafka, Transaction, numbered_event};
 
 #[actix_web::test]
-async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_on_the_mock() {
+    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_on_tansu() {
+    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(Broker::Tansu).await;
+}
+
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(broker: Broker) {
     // A cluster of its own: this test stops it.
     let (mut cluster, url) = own_database("outage").await;
-    let kafka = TestKafka::start(1);
+    let kafka = TestKafka::start_on(broker, 1).await;
     let mut settings = test_settings(&url, &kafka, &unique_name("group"));
     settings.runtime.max_unresolved = 20;
     settings.runtime.partition_queue = 8;
@@ -99,6 +106,9 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals() {
     app.shutdown().await;
 }
 
+// On the mock only: tansu 0.6 hands the records of aborted transactions to read_committed
+// consumers (a broker defect: flushed before the abort, the service stored all 15 events), and
+// its commit markers meet the fetch-path bug of fetch.rs (committed stops one short).
 #[actix_web::test]
 async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
     let db = test_database().await;
@@ -106,35 +116,16 @@ async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
 
-    let topic = kafka.topic.clone();
-    let brokers = kafka.brokers.clone();
-    tokio::task::spawn_blocking(move || {
-        let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
-            .set("bootstrap.servers", &brokers)
-            .set("transactional.id", unique_name("tx"))
-            .create()
-            .expect("transactional producer");
-        let timeout = Duration::from_secs(10);
-        producer
-            .init_transactions(timeout)
-            .expect("init transactions");
-        for (batch, commit) in [(0, true), (1, false), (2, true)] {
-            producer.begin_transaction().expect("begin");
-            for i in 0..5 {
-                let body = numbered_event(batch * 100 + i);
-                producer
-                    .send(BaseRecord::to(&topic).key("k").payload(&body))
-                    .expect("enqueue");
-            }
-            if commit {
-                producer.commit_transaction(timeout).expect("commit");
-            } else {
-                producer.abort_transaction(timeout).expect("abort");
-            }
-        }
-    })
-    .await
-    .unwrap();
+    let transactions = [(0, true), (1, false), (2, true)]
+        .into_iter()
+        .map(|(batch, commit)| Transaction {
+            records: (0..5)
+                .map(|i| (0, numbered_event(batch * 100 + i)))
+                .collect(),
+            commit,
+        })
+        .collect();
+    kafka.send_transactions(transactions).await;
 
     // A real broker leaves the aborted records and the transaction markers in the log (gaps
     // for a read_committed consumer); librdkafka's mock cluster keeps neither, so here the end
@@ -150,6 +141,8 @@ async fn offset_gaps_from_aborted_transactions_do_not_stall_the_watermark() {
     app.shutdown().await;
 }
 
+// On the mock only: it takes its broker down and up on demand; the tansu server is shared by
+// every test of the process.
 #[actix_web::test]
 async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
     let db = test_database().await;
@@ -164,9 +157,9 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
     }
     app.wait_committed(&kafka, &[10, 10]).await;
 
-    kafka.cluster.broker_down(1).expect("broker down");
+    kafka.mock().broker_down(1).expect("broker down");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    kafka.cluster.broker_up(1).expect("broker up");
+    kafka.mock().broker_up(1).expect("broker up");
 
     for i in 20..40 {
         kafka
@@ -179,9 +172,23 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
 }
 
 #[actix_web::test]
-async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once() {
+async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once_on_the_mock()
+{
+    the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once_on_tansu() {
+    the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(Broker::Tansu)
+        .await;
+}
+
+async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(4);
+    let kafka = TestKafka::start_on(broker, 4).await;
     let group = unique_name("group");
     let eager = |settings: &mut history_consumer::config::Settings| {
         settings
@@ -209,7 +216,7 @@ async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event
             .await;
     }
     wait_for(
-        Duration::from_secs(60),
+        kafka.join_deadline(),
         "both members to own partitions",
         || async {
             let (a, b) = (
@@ -265,9 +272,23 @@ async fn a_duplicate_whose_classification_hangs_still_resolves_and_moves_the_wat
 }
 
 #[actix_web::test]
-async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume() {
+async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume_on_the_mock()
+ {
+    an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume_on_tansu() {
+    an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume(Broker::Tansu)
+        .await;
+}
+
+async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume(
+    broker: Broker,
+) {
     let db = test_database().await;
-    let kafka = TestKafka::start(2);
+    let kafka = TestKafka::start_on(broker, 2).await;
     let group = unique_name("group");
     let one = spawn_app_with(test_settings(&db.url, &kafka, &group)).await;
     one.wait_assigned(2).await;
@@ -292,6 +313,8 @@ async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after
     // instance), then leaves: the partition comes back to the first member, still paused.
     let two = spawn_app_with(test_settings(&db.url, &kafka, &group)).await;
     two.wait_assigned(1).await;
+    // Cooperative rebalancing: the first member may still be giving the partition up.
+    one.wait_assigned(1).await;
     let moved = two.status().await.partitions[0].partition;
     let generation_before = one
         .partition(moved)

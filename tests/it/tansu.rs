@@ -1,0 +1,261 @@
+//! tansu, a Kafka-compatible broker server in a process of its own: one per test process,
+//! started on first use on a free loopback port with in-memory storage, and killed by the
+//! kernel when the test process ends, however it ends (`PR_SET_PDEATHSIG`), so nothing
+//! outlives `cargo test`. Tests share it through unique topic and group names.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+/// The release series the tests were written against (`tansu --version`).
+const SERIES: &str = "tansu 0.6";
+const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
+/// A port taken by someone else between our probe and tansu's bind: try another.
+const START_ATTEMPTS: usize = 3;
+
+/// The running broker.
+pub struct TansuServer {
+    /// `bootstrap.servers` for librdkafka: `127.0.0.1:<port>`.
+    pub brokers: String,
+    /// Where the broker writes its output (left behind only if the test process crashes).
+    pub log: PathBuf,
+    /// Held, never waited for: the broker runs as long as the test process.
+    pub process: Child,
+}
+
+/// The broker every tansu test of this process shares, started on first use.
+pub fn server() -> &'static TansuServer {
+    static SERVER: OnceLock<TansuServer> = OnceLock::new();
+    SERVER.get_or_init(|| TansuServer::start().unwrap_or_else(|error| panic!("{error}")))
+}
+
+impl TansuServer {
+    fn start() -> Result<TansuServer, String> {
+        let binary = find_binary()?;
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            match start_on(&binary, crate::helpers::free_port()) {
+                Ok(server) => {
+                    clean_up_at_exit(server.process.id(), &server.log);
+                    return Ok(server);
+                }
+                Err(failure) => failures.push(failure),
+            }
+        }
+        Err(format!(
+            "tansu ({}) did not start:\n{}",
+            binary.display(),
+            failures.join("\n")
+        ))
+    }
+
+    /// Creates `topic` with `partitions` partitions through the Kafka admin API.
+    pub async fn create_topic(&self, topic: &str, partitions: i32) {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.brokers)
+            .create()
+            .expect("admin client");
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let results = admin
+            .create_topics(
+                &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+                &options,
+            )
+            .await
+            .unwrap_or_else(|error| panic!("creating {topic} on tansu: {error}"));
+        for result in results {
+            if let Err((name, code)) = result {
+                panic!("tansu refused to create {name}: {code:?}");
+            }
+        }
+        // Metadata may trail the creation: wait until every partition has a leader.
+        let brokers = self.brokers.clone();
+        let name = topic.to_owned();
+        tokio::task::spawn_blocking(move || wait_for_partitions(&brokers, &name, partitions))
+            .await
+            .expect("topic metadata task")
+            .unwrap_or_else(|error| panic!("{error}"));
+    }
+}
+
+/// Starts tansu on `port` and waits until it answers a metadata request.
+fn start_on(binary: &Path, port: u16) -> Result<TansuServer, String> {
+    let log = std::env::temp_dir().join(format!("{}.log", crate::helpers::unique_name("tansu")));
+    let file = std::fs::File::create(&log).map_err(|e| format!("creating {log:?}: {e}"))?;
+    let address = format!("127.0.0.1:{port}");
+    let url = format!("tcp://{address}");
+    let mut command = Command::new(binary);
+    command
+        .arg("broker")
+        .args(["--listener-url", &url, "--advertised-listener-url", &url])
+        .args(["--storage-engine", "memory://tansu/"])
+        // tansu reads these too; a developer's own settings must not leak into the tests.
+        .env_remove("CLUSTER_ID")
+        .env_remove("SCHEMA_REGISTRY")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env(
+            "RUST_LOG",
+            std::env::var("TANSU_LOG").unwrap_or("warn".into()),
+        )
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().map_err(|e| e.to_string())?)
+        .stderr(file);
+    let mut child = spawn_dying_with_us(command).map_err(|e| format!("spawning tansu: {e}"))?;
+    let started = Instant::now();
+    let failure = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break format!("tansu exited ({status})");
+        }
+        if started.elapsed() > STARTUP_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break format!("no metadata answer within {STARTUP_DEADLINE:?}");
+        }
+        if answers_metadata(&address) {
+            return Ok(TansuServer {
+                brokers: address,
+                log,
+                process: child,
+            });
+        }
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    Err(format!("{failure} on {url}; its log:\n{text}"))
+}
+
+/// Whether a broker at `address` answers a real metadata request with itself in it.
+fn answers_metadata(address: &str) -> bool {
+    let Ok(client) = ClientConfig::new()
+        .set("bootstrap.servers", address)
+        .set("log_level", "0")
+        .create::<BaseConsumer>()
+    else {
+        return false;
+    };
+    client
+        .fetch_metadata(None, Duration::from_millis(500))
+        .is_ok_and(|metadata| !metadata.brokers().is_empty())
+}
+
+fn wait_for_partitions(brokers: &str, topic: &str, partitions: i32) -> Result<(), String> {
+    let client: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match client.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+            Ok(metadata) => {
+                let ready = metadata.topics().iter().any(|t| {
+                    t.name() == topic
+                        && t.error().is_none()
+                        && t.partitions().len() == partitions as usize
+                        && t.partitions().iter().all(|p| p.leader() >= 0)
+                });
+                if ready {
+                    return Ok(());
+                }
+                last = format!("{:?}", metadata.topics().first().map(|t| t.error()));
+            }
+            Err(error) => last = error.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!(
+        "tansu never showed {topic} with {partitions} led partitions: {last}"
+    ))
+}
+
+/// The tansu binary: `$TANSU`, then `tansu` on PATH, `~/.cargo/bin/tansu` and our cache
+/// `target/tools/bin/tansu`, as `scripts/install-tansu` looks for it.
+pub fn find_binary() -> Result<PathBuf, String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(path) = std::env::var_os("TANSU") {
+        candidates.push(path.into());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|dir| dir.join("tansu")));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        candidates.push(Path::new(&home).join(".cargo/bin/tansu"));
+    }
+    // Integration tests get target/tmp; the cache is beside it.
+    if let Some(target) = Path::new(env!("CARGO_TARGET_TMPDIR")).parent() {
+        candidates.push(target.join("tools/bin/tansu"));
+    }
+    let mut rejected = Vec::new();
+    for candidate in candidates.into_iter().filter(|c| c.is_file()) {
+        match version_of(&candidate) {
+            Some(version) if version.starts_with(&format!("{SERIES}.")) => return Ok(candidate),
+            version => rejected.push(format!("{} ({version:?})", candidate.display())),
+        }
+    }
+    Err(format!(
+        "no {SERIES}.x broker binary found (looked at $TANSU, PATH, ~/.cargo/bin and \
+         target/tools/bin{}); run `scripts/install-tansu` (scripts/test does) and export \
+         TANSU=<the path it prints>",
+        if rejected.is_empty() {
+            String::new()
+        } else {
+            format!("; unusable: {}", rejected.join(", "))
+        }
+    ))
+}
+
+fn version_of(binary: &Path) -> Option<String> {
+    let output = Command::new(binary).arg("--version").output().ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// Spawns `command` so that the kernel kills the child when this process ends, however it
+/// ends (a panic, `kill -9`): the death signal fires when the spawning *thread* ends, and test
+/// threads end with their test, so the child is spawned from a thread that lives as long as
+/// the process.
+fn spawn_dying_with_us(mut command: Command) -> io::Result<Child> {
+    crate::helpers::killed_when_the_spawning_thread_ends(&mut command);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("tansu-parent".into())
+        .spawn(move || {
+            let _ = sender.send(command.spawn());
+            loop {
+                std::thread::park();
+            }
+        })?;
+    receiver
+        .recv()
+        .map_err(|_| io::Error::other("the spawning thread died"))?
+}
+
+/// Stops the broker, reaps it and deletes its log when the test process exits normally (Rust
+/// never drops statics). After a crash the kernel still kills the broker; the log stays for
+/// the post-mortem.
+fn clean_up_at_exit(pid: u32, log: &Path) {
+    static SERVER: OnceLock<(u32, PathBuf)> = OnceLock::new();
+    extern "C" fn clean_up() {
+        if let Some((pid, log)) = SERVER.get() {
+            // SAFETY: our own child, never reaped before (its `Child` is never waited for).
+            unsafe {
+                libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+                libc::waitpid(*pid as libc::pid_t, std::ptr::null_mut(), 0);
+            }
+            let _ = std::fs::remove_file(log);
+        }
+    }
+    if SERVER.set((pid, log.to_owned())).is_ok() {
+        // SAFETY: registers a plain function that reads an initialised static.
+        unsafe { libc::atexit(clean_up) };
+    }
+}
