@@ -1,176 +1,15 @@
-//! The command line and the typed settings tree it produces, with the checks that name the
-//! offending key when a value is wrong.
+//! The service's settings: the `run` and `migrate` flags and the typed settings tree they
+//! produce, with the checks that name the offending key when a value is wrong.
 //!
 //! Every `run` flag can also come from an environment variable (`HISTORY_*`); flags win.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 
 use crate::backoff::Backoff;
 use crate::stuck::StuckRules;
-
-/// Consumes ticket status events from Kafka into an exactly-one-row-per-event PostgreSQL
-/// projection through a transactional inbox.
-#[derive(Debug, Parser)]
-#[command(name = "history-consumer", version, about, long_about = None)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-    /// Log filter (tracing `EnvFilter` syntax), e.g. `info,history_consumer=debug`. Default:
-    /// `info`; `error` for `demo` and `bench`, whose own output tells the story.
-    #[arg(long, env = "HISTORY_LOG", global = true)]
-    pub log: Option<String>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Consume the topic as a member of the consumer group (applies migrations first).
-    Run(Box<RunArgs>),
-    /// Apply pending database migrations and exit.
-    Migrate(MigrateArgs),
-    /// Show the whole product with nothing running: an embedded Kafka, a throwaway PostgreSQL,
-    /// the consumer with its admin UI, and traffic with duplicates, malformed records and
-    /// database outages.
-    Demo(DemoArgs),
-    /// Publish generated ticket events to a real Kafka topic (load generator): a number of
-    /// events, or a rate for a duration, with republished duplicates and malformed records.
-    Produce(ProduceArgs),
-    /// Measure throughput against the database's ceiling with nothing running: an embedded
-    /// Kafka, a throwaway PostgreSQL with fsync on, the consumer at several batch sizes, and
-    /// memory with the database down; prints a table and writes BENCHMARKS.md.
-    Bench(BenchArgs),
-}
-
-/// Options of `produce`.
-#[derive(Debug, Clone, Args)]
-pub struct ProduceArgs {
-    /// Kafka bootstrap servers, comma separated.
-    #[arg(long, env = "HISTORY_KAFKA_BROKERS", default_value = "localhost:9092")]
-    pub brokers: String,
-    /// The topic to publish to.
-    #[arg(long, env = "HISTORY_KAFKA_TOPIC", default_value = "tickets.status.v1")]
-    pub topic: String,
-    /// A librdkafka producer property as key=value (repeatable).
-    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
-    pub kafka_options: Vec<(String, String)>,
-    /// Records to publish (ignored with --rate).
-    #[arg(long, default_value_t = 10_000)]
-    pub events: u64,
-    /// Publish this many records per second for --duration seconds instead of --events.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rate: Option<u32>,
-    /// Seconds to publish for, with --rate.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
-    pub duration: u64,
-    /// Tickets the events are spread over (the record key is the ticket id).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub tickets: u64,
-    /// Share of records that republish an already acknowledged event (outbox-style).
-    #[arg(long, default_value_t = 0.05)]
-    pub duplicates: f64,
-    /// Share of records that are malformed (and must end up in dead_letters).
-    #[arg(long, default_value_t = 0.01)]
-    pub malformed: f64,
-    /// Event ids start with `evt-<run-id>-`; default: random, so runs never collide.
-    #[arg(long)]
-    pub run_id: Option<String>,
-}
-
-impl ProduceArgs {
-    /// Checks the shares; the error names the flag.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        for (key, share) in [
-            ("--duplicates", self.duplicates),
-            ("--malformed", self.malformed),
-        ] {
-            if !(0.0..=1.0).contains(&share) {
-                return Err(ConfigError::new(
-                    key,
-                    format!("{share} is not a share between 0 and 1"),
-                ));
-            }
-        }
-        if self.duplicates + self.malformed > 1.0 {
-            return Err(ConfigError::new(
-                "--duplicates / --malformed",
-                "together they exceed 1: no room for fresh events",
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Options of `demo`; with none, it runs until Ctrl-C.
-#[derive(Debug, Clone, Args)]
-pub struct DemoArgs {
-    /// Stop by itself after this many seconds (default: run until Ctrl-C).
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub duration: Option<u64>,
-    /// Events per second the traffic generator publishes.
-    #[arg(long, value_name = "EVENTS", default_value_t = 200,
-          value_parser = clap::value_parser!(u32).range(1..=20_000))]
-    pub rate: u32,
-    /// Use this existing PostgreSQL database instead of a throwaway cluster (then without
-    /// database hiccups), e.g. postgres://user:pw@host/history.
-    #[arg(long, env = "HISTORY_DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
-    /// Address of the admin UI, /metrics and the health endpoints.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub admin_addr: SocketAddr,
-    /// Seconds between scripted database outages of the throwaway cluster (the first comes
-    /// after 8 s of traffic; at least 8 apart; 0 turns them off).
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
-    pub hiccup_every: u64,
-}
-
-/// Options of `bench`; the defaults are the documented benchmark.
-#[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
-    /// Records published for each batch size (B = 1 gets at most 20,000), duplicates included.
-    #[arg(long, default_value_t = 200_000,
-          value_parser = clap::value_parser!(u64).range(100..=2_000_000))]
-    pub events: u64,
-    /// Partitions of each run's topic (the embedded broker keeps about 5 MiB per partition).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(i32).range(1..=64))]
-    pub partitions: i32,
-    /// Batch sizes to measure, comma separated; the last is the default B the targets are
-    /// about.
-    #[arg(long, value_delimiter = ',', default_value = "1,32,256",
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub batch_sizes: Vec<u32>,
-    /// Use this existing PostgreSQL database instead of a throwaway cluster (the backlog phase,
-    /// which stops the database, is then skipped), e.g. postgres://user:pw@host/bench.
-    #[arg(long, hide_env_values = true)]
-    pub database_url: Option<String>,
-    /// Where to write the report (its hand-written notes section is kept).
-    #[arg(long, default_value = "BENCHMARKS.md")]
-    pub output: std::path::PathBuf,
-    /// Share of records that republish an earlier event (0 to 0.5).
-    #[arg(long, default_value_t = 0.10, value_parser = parse_duplicate_share)]
-    pub duplicates: f64,
-    /// Records in the topic for the backlog phase with the database down (0 skips it).
-    #[arg(long, default_value_t = 120_000,
-          value_parser = clap::value_parser!(u64).range(0..=2_000_000))]
-    pub backlog_events: u64,
-    /// Partitions of the backlog phase's topic, comma separated: the phase runs once for each
-    /// (memory with the database down grows with the partitions a member holds).
-    #[arg(long, value_delimiter = ',', default_value = "4,64",
-          value_parser = clap::value_parser!(i32).range(1..=64))]
-    pub backlog_partitions: Vec<i32>,
-    /// A short smoke run: 1 s of latency, a 4 s outage over --events records; the numbers
-    /// mean little.
-    #[arg(long)]
-    pub quick: bool,
-}
-
-fn parse_duplicate_share(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(share) if (0.0..=0.5).contains(&share) => Ok(share),
-        _ => Err(format!("expected a share between 0 and 0.5, got {text:?}")),
-    }
-}
 
 /// Where the Kafka topic is and which consumer group to join.
 #[derive(Debug, Clone, Args)]
@@ -269,7 +108,7 @@ pub struct TuningArgs {
     pub stall_secs: u64,
 }
 
-fn parse_kafka_option(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_kafka_option(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_owned(), value.trim().to_owned()))
@@ -363,18 +202,6 @@ pub struct RuntimeSettings {
     pub batch_size: usize,
     pub batch_linger: Duration,
     pub stuck: StuckRules,
-}
-
-impl Cli {
-    /// The log filter: the one given, else the command's default.
-    pub fn log_filter(&self) -> &str {
-        match (&self.log, &self.command) {
-            (Some(filter), _) => filter,
-            (None, Command::Demo(_) | Command::Bench(_)) => "error",
-            (None, Command::Produce(_)) => "warn",
-            (None, _) => "info",
-        }
-    }
 }
 
 impl Default for RuntimeSettings {
@@ -578,20 +405,19 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct RunCommand {
+        #[command(flatten)]
+        run: RunArgs,
+    }
 
     fn run_args(extra: &[&str]) -> Result<Settings, String> {
-        let mut argv = vec![
-            "history-consumer",
-            "run",
-            "--database-url",
-            "postgres://u@localhost/db",
-        ];
+        let mut argv = vec!["run", "--database-url", "postgres://u@localhost/db"];
         argv.extend_from_slice(extra);
-        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
-        match cli.command {
-            Command::Run(args) => Settings::from_run_args(*args).map_err(|e| e.to_string()),
-            other => panic!("parsed {other:?}"),
-        }
+        let parsed = RunCommand::try_parse_from(argv).map_err(|e| e.to_string())?;
+        Settings::from_run_args(parsed.run).map_err(|e| e.to_string())
     }
 
     #[test]

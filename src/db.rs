@@ -1,11 +1,9 @@
-//! Connection pools to the service's own PostgreSQL database, and applying its migrations.
+//! Connection pools to the service's own PostgreSQL database.
 
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
-
-use crate::inbox::{MigrateError, migrate};
 
 /// The database could not be reached or prepared.
 #[derive(Debug, thiserror::Error)]
@@ -14,10 +12,6 @@ pub enum DbError {
     InvalidUrl(#[source] tokio_postgres::Error),
     #[error("could not build the connection pool: {0}")]
     Pool(String),
-    #[error("could not connect to the database: {}", crate::error_text::chain(.0))]
-    Connect(deadpool_postgres::PoolError),
-    #[error(transparent)]
-    Migrate(#[from] MigrateError),
 }
 
 /// Parses a `postgres://` URL (or key=value string) into a client configuration, with a connect
@@ -54,12 +48,4 @@ pub fn pool(url: &str, size: usize) -> Result<Pool, DbError> {
         .recycle_timeout(Some(Duration::from_secs(5)))
         .build()
         .map_err(|e| DbError::Pool(e.to_string()))
-}
-
-/// Applies pending migrations through one connection of `pool`.
-pub async fn migrate_pool(pool: &Pool) -> Result<crate::inbox::migrate::MigrationReport, DbError> {
-    let mut connection = pool.get().await.map_err(DbError::Connect)?;
-    // refinery migrates a bare tokio-postgres client.
-    let client: &mut tokio_postgres::Client = &mut connection;
-    Ok(migrate(client).await?)
 }

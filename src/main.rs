@@ -2,7 +2,8 @@
 
 use anyhow::Context as _;
 use clap::Parser;
-use history_consumer::config::{Cli, Command, Settings};
+use history_consumer::cli::{Cli, Command};
+use history_consumer::config::Settings;
 use history_consumer::startup::Application;
 use tracing_subscriber::EnvFilter;
 
@@ -23,14 +24,17 @@ fn main() -> anyhow::Result<()> {
                     .run_until_stopped()
                     .await?;
             }
-            Command::Demo(args) => history_consumer::demo::run(args).await?,
-            Command::Bench(args) => history_consumer::bench::run(args).await?,
+            #[cfg(feature = "tools")]
+            Command::Demo(args) => history_consumer::tools::demo::run(args).await?,
+            #[cfg(feature = "tools")]
+            Command::Bench(args) => history_consumer::tools::bench::run(args).await?,
+            #[cfg(feature = "tools")]
             Command::Produce(args) => {
-                history_consumer::produce::run(args).await?;
+                history_consumer::tools::produce::run(args).await?;
             }
             Command::Migrate(args) => {
                 let pool = history_consumer::db::pool(&args.database_url, 1)?;
-                let report = history_consumer::db::migrate_pool(&pool).await?;
+                let report = history_consumer::inbox::migrate_pool(&pool).await?;
                 if report.applied.is_empty() {
                     println!("database is up to date");
                 } else {

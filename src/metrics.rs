@@ -10,8 +10,8 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::actors::messages::ObservedOffsets;
-use crate::actors::status::DuplicateCause;
+use crate::domain::DuplicateCause;
+use crate::domain::ObservedOffsets;
 use crate::domain::{Outcome, RejectReason};
 
 struct Families {

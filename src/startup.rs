@@ -30,6 +30,8 @@ pub enum StartupError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Db(#[from] DbError),
+    #[error(transparent)]
+    Migrate(#[from] crate::inbox::MigrateError),
     #[error("could not listen on the admin address {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -88,7 +90,7 @@ impl Application {
             .create_native_config()
             .map_err(kafka_config_error)?;
         let pool = db::pool(&settings.database_url, runtime.db_pool_size)?;
-        let report = db::migrate_pool(&pool).await?;
+        let report = crate::inbox::migrate_pool(&pool).await?;
         if !report.applied.is_empty() {
             tracing::info!(applied = ?report.applied, "database migrated");
         }
@@ -249,15 +251,7 @@ fn kafka_config_error(error: rdkafka::error::KafkaError) -> ConfigError {
 
 /// This machine's host name (for the status page and the Kafka client id).
 pub fn hostname() -> String {
-    let mut buffer = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
-    let ok = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
-    let name = if ok {
-        let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
-        String::from_utf8_lossy(&buffer[..end]).into_owned()
-    } else {
-        String::new()
-    };
+    let name = gethostname::gethostname().to_string_lossy().into_owned();
     if name.is_empty() {
         "unknown-host".to_owned()
     } else {

@@ -14,10 +14,10 @@ use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use actix::prelude::*;
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::status::{CheckpointStatus, PartitionStatus, ServiceStatus};
+use crate::domain::{FetchedRecord, ObservedOffsets};
 
 /// One assignment of a partition to this member. The generation grows with every assignment
 /// this member receives, so a partition revoked and assigned back gets a new one.
@@ -32,16 +32,6 @@ pub struct Assignment {
 pub struct CommitPosition {
     pub assignment: Assignment,
     pub offset: i64,
-}
-
-/// A record of the partition, copied out of librdkafka by the driver thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchedRecord {
-    pub offset: i64,
-    pub key: Option<Vec<u8>>,
-    pub payload: Option<Vec<u8>>,
-    /// The record's Kafka timestamp.
-    pub timestamp: Option<DateTime<Utc>>,
 }
 
 /// From the driver thread to a partition actor, in offset order.
@@ -110,18 +100,6 @@ pub struct PartitionsRevoked {
 #[rtype(result = "()")]
 pub struct OffsetsObserved {
     pub partitions: Vec<ObservedOffsets>,
-}
-
-/// One partition's offsets from librdkafka statistics (`-1` when unknown).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct ObservedOffsets {
-    pub partition: i32,
-    /// The high watermark: the offset the next produced record will get.
-    pub high_watermark: i64,
-    /// The last stable offset (read_committed consumers stop there).
-    pub last_stable: i64,
-    /// The committed offset as the broker knows it.
-    pub committed: i64,
 }
 
 /// The first outcome of a record, reported in offset order by its partition actor.
@@ -197,7 +175,7 @@ pub struct GetCheckpointStatus;
 
 /// The monitor's overview: the service's snapshot with stuck states, lag in seconds and trends.
 #[derive(Message)]
-#[rtype(result = "Option<super::monitor::Overview>")]
+#[rtype(result = "Option<super::status::Overview>")]
 pub struct GetOverview;
 
 /// The whole service's snapshot (the supervisor asks the others).

@@ -10,7 +10,6 @@ pub mod monitor;
 pub mod partition;
 pub mod status;
 pub mod supervisor;
-mod work;
 
 pub use checkpoint::Checkpoint;
 pub use monitor::Monitor;

@@ -7,86 +7,18 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
 use super::messages::{GetOverview, GetStatus};
+pub use super::status::{DisplayState, Overview, PartitionSummary, TrendPoint};
 use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
 use crate::metrics::Metrics;
-use crate::stuck::{StuckReason, StuckRules, evaluate};
+use crate::stuck::{StuckRules, evaluate};
 
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 const TREND_EVERY: Duration = Duration::from_secs(5);
 /// Ten minutes of trend points.
 const TREND_POINTS: usize = 120;
-
-/// What an operator is told a partition is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DisplayState {
-    Running,
-    Retrying,
-    Paused,
-    Stuck,
-    Draining,
-}
-
-impl DisplayState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DisplayState::Running => "running",
-            DisplayState::Retrying => "retrying",
-            DisplayState::Paused => "paused",
-            DisplayState::Stuck => "stuck",
-            DisplayState::Draining => "draining",
-        }
-    }
-}
-
-/// One point of a partition's trend.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct TrendPoint {
-    pub at: DateTime<Utc>,
-    pub lag: i64,
-    /// Records resolved per second since the previous point.
-    pub per_second: f64,
-}
-
-/// A partition with everything derived from its snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PartitionSummary {
-    #[serde(flatten)]
-    pub view: PartitionView,
-    pub state: DisplayState,
-    /// Why the state is what it is, in words (for paused and stuck).
-    pub state_reason: Option<String>,
-    pub stuck: Option<StuckReason>,
-    pub lag: Option<i64>,
-    pub lag_seconds: Option<f64>,
-    pub oldest_unknown_seconds: Option<f64>,
-    pub trend: Vec<TrendPoint>,
-}
-
-/// The service with its partitions, stuck ones first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Overview {
-    pub group: String,
-    pub topic: String,
-    pub member_id: Option<String>,
-    pub host: String,
-    pub started_at: DateTime<Utc>,
-    pub uptime_seconds: u64,
-    pub shutting_down: bool,
-    pub partitions: Vec<PartitionSummary>,
-}
-
-impl Overview {
-    pub fn partition(&self, partition: i32) -> Option<&PartitionSummary> {
-        self.partitions
-            .iter()
-            .find(|p| p.view.partition == partition)
-    }
-}
 
 struct Track {
     watermark: Option<i64>,

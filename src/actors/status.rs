@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::messages::ObservedOffsets;
+use crate::domain::{DuplicateCause, ObservedOffsets};
+use crate::stuck::StuckReason;
 
 /// What a partition actor is doing, as an operator would say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,31 +34,6 @@ impl PartitionState {
             PartitionState::BacklogFull => "backlog_full",
             PartitionState::Paused => "paused",
             PartitionState::Draining => "draining",
-        }
-    }
-}
-
-/// Why a record is a duplicate (classified after the inbox said `AlreadyApplied`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DuplicateCause {
-    /// The same partition and offset again: the consumer replayed it.
-    Redelivery,
-    /// The same event at another offset with the same payload: the producer published twice.
-    Republish,
-    /// The same event id at another offset with a different payload: a producer bug.
-    Conflicting,
-    /// The classification query failed; the outcome stands.
-    Unclassified,
-}
-
-impl DuplicateCause {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DuplicateCause::Redelivery => "redelivery",
-            DuplicateCause::Republish => "republish",
-            DuplicateCause::Conflicting => "conflicting",
-            DuplicateCause::Unclassified => "unclassified",
         }
     }
 }
@@ -186,4 +162,74 @@ pub struct ServiceStatus {
     pub started_at: DateTime<Utc>,
     pub shutting_down: bool,
     pub partitions: Vec<PartitionView>,
+}
+
+// ----- the monitor's view: derived states, lag in seconds, trends --------------------------
+
+/// What an operator is told a partition is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DisplayState {
+    Running,
+    Retrying,
+    Paused,
+    Stuck,
+    Draining,
+}
+
+impl DisplayState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisplayState::Running => "running",
+            DisplayState::Retrying => "retrying",
+            DisplayState::Paused => "paused",
+            DisplayState::Stuck => "stuck",
+            DisplayState::Draining => "draining",
+        }
+    }
+}
+
+/// One point of a partition's trend.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TrendPoint {
+    pub at: DateTime<Utc>,
+    pub lag: i64,
+    /// Records resolved per second since the previous point.
+    pub per_second: f64,
+}
+
+/// A partition with everything derived from its snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartitionSummary {
+    #[serde(flatten)]
+    pub view: PartitionView,
+    pub state: DisplayState,
+    /// Why the state is what it is, in words (for paused and stuck).
+    pub state_reason: Option<String>,
+    pub stuck: Option<StuckReason>,
+    pub lag: Option<i64>,
+    pub lag_seconds: Option<f64>,
+    pub oldest_unknown_seconds: Option<f64>,
+    pub trend: Vec<TrendPoint>,
+}
+
+/// The service with its partitions, stuck ones first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Overview {
+    pub group: String,
+    pub topic: String,
+    pub member_id: Option<String>,
+    pub host: String,
+    pub started_at: DateTime<Utc>,
+    pub uptime_seconds: u64,
+    pub shutting_down: bool,
+    pub partitions: Vec<PartitionSummary>,
+}
+
+impl Overview {
+    pub fn partition(&self, partition: i32) -> Option<&PartitionSummary> {
+        self.partitions
+            .iter()
+            .find(|p| p.view.partition == partition)
+    }
 }

@@ -15,12 +15,13 @@ use futures::future::join_all;
 use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, CommitPosition, Drain, DriverStopped, Fetched, GetCheckpointStatus,
-    GetPartitionStatus, GetStatus, GroupJoined, KafkaLink, KafkaRequest, NotOwned, ObservedOffsets,
-    OffsetsObserved, PartitionAction, PartitionCommand, PartitionsAssigned, PartitionsRevoked,
-    ReleasePartitions, Shutdown, TrackPartitions,
+    GetPartitionStatus, GetStatus, GroupJoined, KafkaLink, KafkaRequest, NotOwned, OffsetsObserved,
+    PartitionAction, PartitionCommand, PartitionsAssigned, PartitionsRevoked, ReleasePartitions,
+    Shutdown, TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
+use crate::domain::ObservedOffsets;
 
 /// Identity of this member, for the status page.
 #[derive(Debug, Clone)]

@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 use super::queries::{AuditRow, DeadLetterRow, HistoryRow};
 use super::sparkline;
 use crate::actors::monitor::PartitionSummary;
-use crate::actors::status::{BacklogEntry, DuplicateCause, RecentOutcome};
+use crate::actors::status::{BacklogEntry, RecentOutcome};
+use crate::domain::DuplicateCause;
 
 /// What every page's frame needs.
 pub struct Layout {

@@ -1,8 +1,17 @@
-//! Domain values with no I/O: the ticket status event and the outcome of processing one.
+//! Domain values with no I/O: the ticket status event, the record it arrives in, the outcome of
+//! processing one, why a duplicate happened, a dead letter, and a partition's offsets.
 
+pub mod dead_letter;
+pub mod duplicate;
 pub mod event;
+pub mod offsets;
 pub mod outcome;
+pub mod record;
 pub mod story;
 
+pub use dead_letter::DeadLetter;
+pub use duplicate::DuplicateCause;
 pub use event::{MAX_EVENT_ID_CHARS, RejectReason, Rejection, TicketEvent};
+pub use offsets::ObservedOffsets;
 pub use outcome::Outcome;
+pub use record::FetchedRecord;

@@ -25,7 +25,7 @@ use super::session::Session;
 
 use super::contract::Origin;
 use super::postgres::PgInboxError;
-use crate::dead_letters::DeadLetter;
+use crate::domain::DeadLetter;
 use crate::domain::{Outcome, TicketEvent};
 
 /// SPEC §3 step 1 for many events, with where each was first seen (migration V2).

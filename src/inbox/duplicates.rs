@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
 use super::{Origin, PgInboxError};
-use crate::actors::status::DuplicateCause;
+use crate::domain::DuplicateCause;
 use crate::domain::TicketEvent;
 
 /// One primary-key lookup per id, pipelined on one connection: unlike `= ANY($1)`, whose

@@ -3,6 +3,7 @@
 //! Applied versions are recorded in `refinery_schema_history`, so a second run is a no-op. An
 //! advisory lock serialises instances that start at the same moment.
 
+use deadpool_postgres::Pool;
 use tokio_postgres::Client;
 
 refinery::embed_migrations!("migrations");
@@ -13,6 +14,8 @@ const MIGRATION_LOCK_KEY: i64 = 0x0048_4953_544F_5259; // "HISTORY"
 /// A migration could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum MigrateError {
+    #[error("no database connection to migrate")]
+    Connect(#[source] deadpool_postgres::PoolError),
     #[error("could not take the migration lock")]
     Lock(#[source] tokio_postgres::Error),
     #[error("migration file migrations/{file} failed: {message}")]
@@ -31,6 +34,14 @@ pub enum MigrateError {
 pub struct MigrationReport {
     /// Names of the files applied by this run, in order (empty when already up to date).
     pub applied: Vec<String>,
+}
+
+/// Applies pending migrations through one connection of `pool`.
+pub async fn migrate_pool(pool: &Pool) -> Result<MigrationReport, MigrateError> {
+    let mut connection = pool.get().await.map_err(MigrateError::Connect)?;
+    // refinery migrates a bare tokio-postgres client.
+    let client: &mut Client = &mut connection;
+    migrate(client).await
 }
 
 /// Applies every pending migration on `client`, holding an advisory lock meanwhile.

@@ -3,12 +3,13 @@
 
 pub mod batch;
 pub mod contract;
+pub mod dead_letters;
 pub mod duplicates;
 pub mod migrate;
 pub mod postgres;
 pub mod session;
 
 pub use contract::{InboxRepository, Origin, Processed, process_history_once};
-pub use migrate::{MigrateError, migrate};
+pub use migrate::{MigrateError, migrate, migrate_pool};
 pub use postgres::{PgInbox, PgInboxError};
 pub use session::Session;

@@ -16,7 +16,8 @@ use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, TopicPartitionList};
 
-use crate::actors::messages::{ObservedOffsets, OffsetsObserved};
+use crate::actors::messages::OffsetsObserved;
+use crate::domain::ObservedOffsets;
 use crate::metrics::Metrics;
 
 /// A rebalance librdkafka asked for, to be carried out by the driver loop.

@@ -28,9 +28,10 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::commits::{CommitLedger, CommitQueue};
 use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
 use crate::actors::messages::{
-    Assignment, CommitCompleted, CommitPosition, DriverStopped, Fetched, FetchedRecord,
-    GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRevoked,
+    Assignment, CommitCompleted, CommitPosition, DriverStopped, Fetched, GroupJoined, KafkaLink,
+    KafkaRequest, PartitionsAssigned, PartitionsRevoked,
 };
+use crate::domain::FetchedRecord;
 
 type Consumer_ = BaseConsumer<KafkaContext>;
 type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaContext>;

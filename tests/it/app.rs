@@ -85,7 +85,7 @@ impl TestApp {
     }
 
     /// Duplicates of `cause` counted over every partition this instance owns.
-    pub async fn duplicates(&self, cause: history_consumer::actors::status::DuplicateCause) -> u64 {
+    pub async fn duplicates(&self, cause: history_consumer::domain::DuplicateCause) -> u64 {
         self.status()
             .await
             .partitions

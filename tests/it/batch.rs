@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use history_consumer::dead_letters::DeadLetter;
+use history_consumer::domain::DeadLetter;
 use history_consumer::domain::{RejectReason, Rejection, TicketEvent};
 use history_consumer::inbox::Origin;
 use history_consumer::inbox::batch::{BatchItem, BatchOutcome, process_batch};

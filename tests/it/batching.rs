@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use history_consumer::actors::status::DuplicateCause;
+use history_consumer::domain::DuplicateCause;
 
 use crate::app::{spawn_app_with, test_settings};
 use crate::helpers::{test_database, unique_name, wait_for};

@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use history_consumer::bench::NOTES_MARKER;
+use history_consumer::tools::bench::NOTES_MARKER;
 use tokio::process::Command;
 
 use crate::helpers::unique_name;

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use history_consumer::actors::status::DuplicateCause;
+use history_consumer::domain::DuplicateCause;
 
 use crate::app::spawn_app;
 use crate::helpers::{test_database, wait_for};

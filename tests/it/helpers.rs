@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
-use history_consumer::pg_cluster::{ClusterOptions, TempCluster};
+use history_consumer::tools::pg_cluster::{ClusterOptions, TempCluster};
 
 /// The cluster every test of this process shares (each in its own database).
 pub fn cluster() -> &'static TempCluster {
@@ -85,7 +85,7 @@ pub async fn empty_database() -> String {
 pub async fn test_database_with(size: usize) -> TestDb {
     let url = empty_database().await;
     let pool = history_consumer::db::pool(&url, size).expect("a pool");
-    history_consumer::db::migrate_pool(&pool)
+    history_consumer::inbox::migrate_pool(&pool)
         .await
         .expect("migrations apply");
     TestDb { url, pool }

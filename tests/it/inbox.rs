@@ -298,7 +298,7 @@ async fn committing_the_marker_in_its_own_transaction_loses_the_event_forever() 
 
 #[tokio::test]
 async fn duplicates_are_classified_by_where_they_were_first_seen_and_by_payload() {
-    use history_consumer::actors::status::DuplicateCause;
+    use history_consumer::domain::DuplicateCause;
     use history_consumer::inbox::duplicates::classify;
 
     let db = test_database().await;

@@ -16,6 +16,7 @@ mod helpers;
 mod http;
 mod inbox;
 mod kafka;
+mod layout;
 mod migrations;
 mod process;
 mod produce;

@@ -1,7 +1,7 @@
 //! `history-consumer produce` against a broker it reaches over the network, then consumed:
 //! what it says it sent is what the projection holds.
 
-use history_consumer::actors::status::DuplicateCause;
+use history_consumer::domain::DuplicateCause;
 
 use crate::app::spawn_app;
 use crate::helpers::test_database;

@@ -262,7 +262,7 @@ async fn a_duplicate_whose_classification_hangs_still_resolves_and_moves_the_wat
     // The outcomes (AlreadyApplied) are known without the classification: the watermark moves.
     app.wait_committed(&kafka, &[40]).await;
     assert_eq!(
-        app.duplicates(history_consumer::actors::status::DuplicateCause::Unclassified)
+        app.duplicates(history_consumer::domain::DuplicateCause::Unclassified)
             .await,
         20
     );

@@ -26,10 +26,10 @@ use super::messages::{
     KafkaRequest, OutcomeReported, PartitionAction, SkipReported,
 };
 use super::status::{BacklogEntry, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome};
-use super::work::{Executed, Work, execute_batch};
 use crate::backoff::Backoff;
 use crate::domain::Outcome;
 use crate::metrics::Metrics;
+use crate::work::{Executed, Work, execute_batch};
 use schedule::{Failure, Limits, Next, Phase, Schedule};
 
 const RECENT_OUTCOMES: usize = 50;

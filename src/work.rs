@@ -1,16 +1,16 @@
-//! One unit of a partition's work and how it is executed against the database: an event
-//! through the inbox transaction, or a malformed record into `dead_letters`.
+//! One unit of a partition's work and how it runs against the database: an event through the
+//! inbox transaction, or a malformed record into `dead_letters`; a duplicate's cause after.
+//! Failures come back as the `Unknown` outcome, never as errors.
 
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
-use super::messages::FetchedRecord;
-use super::status::DuplicateCause;
-use crate::dead_letters::{self, DeadLetter};
-use crate::domain::{Outcome, RejectReason, TicketEvent};
+use crate::domain::DeadLetter;
+use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RejectReason, TicketEvent};
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
+use crate::inbox::dead_letters;
 use crate::inbox::{Origin, PgInbox, PgInboxError, Processed, duplicates, process_history_once};
 
 /// What a record asks of the database.

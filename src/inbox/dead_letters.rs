@@ -3,24 +3,13 @@
 
 use deadpool_postgres::Pool;
 
-use crate::domain::Rejection;
-use crate::inbox::PgInboxError;
+use super::PgInboxError;
+use crate::domain::DeadLetter;
 
 const STORE: &str = "INSERT INTO dead_letters \
      (topic, kafka_partition, kafka_offset, record_key, payload, reason, message) \
      VALUES ($1, $2, $3, $4, $5, $6, $7) \
      ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING";
-
-/// A malformed record on its way to the table.
-#[derive(Debug, Clone)]
-pub struct DeadLetter {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    pub key: Option<Vec<u8>>,
-    pub payload: Option<Vec<u8>>,
-    pub rejection: Rejection,
-}
 
 /// Stores a dead letter; storing the same position twice is a no-op.
 pub async fn store(pool: &Pool, letter: &DeadLetter) -> Result<(), PgInboxError> {

@@ -4,8 +4,8 @@
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::demo::traffic::{Generator, Mix, PlannedRecord, RecordKind};
 use crate::domain::TicketEvent;
+use crate::tools::demo::traffic::{Generator, Mix, PlannedRecord, RecordKind};
 
 /// Tickets the events are spread over; the ticket id is the record key.
 const TICKETS: usize = 1000;

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::actors::messages::GetStatus;
-use crate::actors::status::DuplicateCause;
+use crate::domain::DuplicateCause;
 use crate::domain::TicketEvent;
 use crate::domain::story::{event_900, event_901};
 use crate::startup::AppHandle;

@@ -10,9 +10,9 @@ use rand::rngs::StdRng;
 use rdkafka::ClientConfig;
 use rdkafka::producer::FutureProducer;
 
-use crate::config::{ConfigError, ProduceArgs};
-use crate::demo::kafka::Publisher;
-use crate::demo::traffic::{Generator, Mix, Pacer, PlannedRecord, RecordKind, Tally};
+use crate::tools::demo::kafka::Publisher;
+use crate::tools::demo::traffic::{Generator, Mix, Pacer, PlannedRecord, RecordKind, Tally};
+use crate::{config::ConfigError, tools::args::ProduceArgs};
 
 /// Records published per round in `--events` mode, at most. Republishes can only pick events
 /// already acknowledged, so small runs use smaller rounds to leave room for them.
@@ -92,7 +92,7 @@ pub async fn run(args: ProduceArgs) -> Result<Produced, ProduceError> {
         tally.malformed,
         tally.failed,
         elapsed.as_secs_f64(),
-        crate::demo::traffic::event_id_prefix(&run_id),
+        crate::tools::demo::traffic::event_id_prefix(&run_id),
     );
     if tally.total() == 0 && tally.failed > 0 {
         return Err(ProduceError::NothingDelivered {

@@ -18,8 +18,8 @@ use tokio::time::MissedTickBehavior;
 use super::BenchError;
 use super::measure::Sent;
 use crate::config::KafkaSettings;
-use crate::demo::kafka::{EmbeddedKafka, Publisher};
-use crate::demo::traffic::{Pacer, PlannedRecord, Tally};
+use crate::tools::demo::kafka::{EmbeddedKafka, Publisher};
+use crate::tools::demo::traffic::{Pacer, PlannedRecord, Tally};
 
 /// Records handed to the producer at once when publishing as fast as possible.
 const CHUNK: usize = 5_000;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::pg_cluster::{ClusterError, TempCluster};
+use crate::tools::pg_cluster::{ClusterError, TempCluster};
 
 /// How long PostgreSQL stays down in each outage.
 pub const OUTAGE: Duration = Duration::from_secs(4);

@@ -25,13 +25,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::config::BenchArgs;
 use crate::db::DbError;
 use crate::domain::TicketEvent;
 use crate::error_text::chain;
 use crate::inbox::{Origin, PgInboxError};
-use crate::pg_cluster::ClusterError;
 use crate::startup::StartupError;
+use crate::tools::args::BenchArgs;
+use crate::tools::pg_cluster::ClusterError;
 
 use self::database::{Databases, expect_rows};
 use self::end_to_end::Finished;
@@ -57,6 +57,8 @@ pub enum BenchError {
     Cluster(#[from] ClusterError),
     #[error(transparent)]
     Db(#[from] DbError),
+    #[error(transparent)]
+    Migrate(#[from] crate::inbox::MigrateError),
     #[error("database query failed: {}", chain(.0))]
     Query(#[source] tokio_postgres::Error),
     #[error("no database connection: {}", chain(.0))]

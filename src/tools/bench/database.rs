@@ -12,7 +12,7 @@ use super::BenchError;
 use crate::domain::TicketEvent;
 use crate::inbox::Origin;
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
-use crate::pg_cluster::{ClusterOptions, TempCluster, find_binaries};
+use crate::tools::pg_cluster::{ClusterOptions, TempCluster, find_binaries};
 
 /// Where the runs' databases come from.
 pub struct Databases {
@@ -97,7 +97,7 @@ impl Databases {
 
     async fn with_cluster(
         &mut self,
-        action: fn(&mut TempCluster) -> Result<(), crate::pg_cluster::ClusterError>,
+        action: fn(&mut TempCluster) -> Result<(), crate::tools::pg_cluster::ClusterError>,
     ) -> Result<(), BenchError> {
         let Some(mut cluster) = self.cluster.take() else {
             return Ok(());
@@ -173,7 +173,7 @@ pub async fn ceiling(
     batch_size: usize,
 ) -> Result<Ceiling, BenchError> {
     let pool = crate::db::pool(url, shares.len().max(1))?;
-    crate::db::migrate_pool(&pool).await?;
+    crate::inbox::migrate_pool(&pool).await?;
     let started = Instant::now();
     let applied = futures::future::try_join_all(
         shares

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::actors::status::{DuplicateCause, ServiceStatus};
+use crate::actors::status::ServiceStatus;
+use crate::domain::DuplicateCause;
 
 use super::traffic::Tally;
 

@@ -4,7 +4,7 @@
 use deadpool_postgres::Pool;
 
 use super::DemoError;
-use crate::pg_cluster::{ClusterOptions, TempCluster};
+use crate::tools::pg_cluster::{ClusterOptions, TempCluster};
 
 /// The database the demo's consumer writes to.
 pub struct Database {

@@ -26,10 +26,11 @@ use tokio::task::JoinHandle;
 use crate::actors::messages::GetStatus;
 use crate::actors::status::ServiceStatus;
 use crate::backoff::Backoff;
-use crate::config::{DemoArgs, KafkaSettings, RuntimeSettings, Settings};
+use crate::config::{KafkaSettings, RuntimeSettings, Settings};
 use crate::error_text::chain;
-use crate::pg_cluster::{ClusterError, TempCluster};
 use crate::startup::{AppHandle, Application, StartupError};
+use crate::tools::args::DemoArgs;
+use crate::tools::pg_cluster::{ClusterError, TempCluster};
 
 use self::database::Database;
 use self::kafka::{EmbeddedKafka, PARTITIONS, Publisher, TOPIC};

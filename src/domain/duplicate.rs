@@ -1,0 +1,28 @@
+//! Why a delivery was a duplicate: told apart after the inbox said `AlreadyApplied`.
+
+use serde::Serialize;
+
+/// Why a record is a duplicate (classified after the inbox said `AlreadyApplied`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DuplicateCause {
+    /// The same partition and offset again: the consumer replayed it.
+    Redelivery,
+    /// The same event at another offset with the same payload: the producer published twice.
+    Republish,
+    /// The same event id at another offset with a different payload: a producer bug.
+    Conflicting,
+    /// The classification query failed; the outcome stands.
+    Unclassified,
+}
+
+impl DuplicateCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DuplicateCause::Redelivery => "redelivery",
+            DuplicateCause::Republish => "republish",
+            DuplicateCause::Conflicting => "conflicting",
+            DuplicateCause::Unclassified => "unclassified",
+        }
+    }
+}

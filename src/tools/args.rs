@@ -1,0 +1,136 @@
+//! The command-line options of the tools: `demo`, `produce` and `bench`.
+
+use std::net::SocketAddr;
+
+use clap::Args;
+
+use crate::config::{ConfigError, parse_kafka_option};
+
+/// Options of `produce`.
+#[derive(Debug, Clone, Args)]
+pub struct ProduceArgs {
+    /// Kafka bootstrap servers, comma separated.
+    #[arg(long, env = "HISTORY_KAFKA_BROKERS", default_value = "localhost:9092")]
+    pub brokers: String,
+    /// The topic to publish to.
+    #[arg(long, env = "HISTORY_KAFKA_TOPIC", default_value = "tickets.status.v1")]
+    pub topic: String,
+    /// A librdkafka producer property as key=value (repeatable).
+    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
+    pub kafka_options: Vec<(String, String)>,
+    /// Records to publish (ignored with --rate).
+    #[arg(long, default_value_t = 10_000)]
+    pub events: u64,
+    /// Publish this many records per second for --duration seconds instead of --events.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate: Option<u32>,
+    /// Seconds to publish for, with --rate.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: u64,
+    /// Tickets the events are spread over (the record key is the ticket id).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tickets: u64,
+    /// Share of records that republish an already acknowledged event (outbox-style).
+    #[arg(long, default_value_t = 0.05)]
+    pub duplicates: f64,
+    /// Share of records that are malformed (and must end up in dead_letters).
+    #[arg(long, default_value_t = 0.01)]
+    pub malformed: f64,
+    /// Event ids start with `evt-<run-id>-`; default: random, so runs never collide.
+    #[arg(long)]
+    pub run_id: Option<String>,
+}
+
+impl ProduceArgs {
+    /// Checks the shares; the error names the flag.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, share) in [
+            ("--duplicates", self.duplicates),
+            ("--malformed", self.malformed),
+        ] {
+            if !(0.0..=1.0).contains(&share) {
+                return Err(ConfigError::new(
+                    key,
+                    format!("{share} is not a share between 0 and 1"),
+                ));
+            }
+        }
+        if self.duplicates + self.malformed > 1.0 {
+            return Err(ConfigError::new(
+                "--duplicates / --malformed",
+                "together they exceed 1: no room for fresh events",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Options of `demo`; with none, it runs until Ctrl-C.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Stop by itself after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub duration: Option<u64>,
+    /// Events per second the traffic generator publishes.
+    #[arg(long, value_name = "EVENTS", default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub rate: u32,
+    /// Use this existing PostgreSQL database instead of a throwaway cluster (then without
+    /// database hiccups), e.g. postgres://user:pw@host/history.
+    #[arg(long, env = "HISTORY_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Address of the admin UI, /metrics and the health endpoints.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub admin_addr: SocketAddr,
+    /// Seconds between scripted database outages of the throwaway cluster (the first comes
+    /// after 8 s of traffic; at least 8 apart; 0 turns them off).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub hiccup_every: u64,
+}
+
+/// Options of `bench`; the defaults are the documented benchmark.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Records published for each batch size (B = 1 gets at most 20,000), duplicates included.
+    #[arg(long, default_value_t = 200_000,
+          value_parser = clap::value_parser!(u64).range(100..=2_000_000))]
+    pub events: u64,
+    /// Partitions of each run's topic (the embedded broker keeps about 5 MiB per partition).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(i32).range(1..=64))]
+    pub partitions: i32,
+    /// Batch sizes to measure, comma separated; the last is the default B the targets are
+    /// about.
+    #[arg(long, value_delimiter = ',', default_value = "1,32,256",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch_sizes: Vec<u32>,
+    /// Use this existing PostgreSQL database instead of a throwaway cluster (the backlog phase,
+    /// which stops the database, is then skipped), e.g. postgres://user:pw@host/bench.
+    #[arg(long, hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Where to write the report (its hand-written notes section is kept).
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    pub output: std::path::PathBuf,
+    /// Share of records that republish an earlier event (0 to 0.5).
+    #[arg(long, default_value_t = 0.10, value_parser = parse_duplicate_share)]
+    pub duplicates: f64,
+    /// Records in the topic for the backlog phase with the database down (0 skips it).
+    #[arg(long, default_value_t = 120_000,
+          value_parser = clap::value_parser!(u64).range(0..=2_000_000))]
+    pub backlog_events: u64,
+    /// Partitions of the backlog phase's topic, comma separated: the phase runs once for each
+    /// (memory with the database down grows with the partitions a member holds).
+    #[arg(long, value_delimiter = ',', default_value = "4,64",
+          value_parser = clap::value_parser!(i32).range(1..=64))]
+    pub backlog_partitions: Vec<i32>,
+    /// A short smoke run: 1 s of latency, a 4 s outage over --events records; the numbers
+    /// mean little.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+fn parse_duplicate_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if (0.0..=0.5).contains(&share) => Ok(share),
+        _ => Err(format!("expected a share between 0 and 0.5, got {text:?}")),
+    }
+}
