@@ -304,7 +304,10 @@ impl Settings {
             ));
         }
         crate::db::client_config(&self.database_url).map_err(|e| {
-            ConfigError::new("--database-url / HISTORY_DATABASE_URL", e.to_string())
+            ConfigError::new(
+                "--database-url / HISTORY_DATABASE_URL",
+                crate::error_text::chain(&e),
+            )
         })?;
         if self.admin_token.as_deref().is_some_and(|t| t.len() < 8) {
             return Err(ConfigError::new(

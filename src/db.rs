@@ -8,7 +8,7 @@ use tokio_postgres::NoTls;
 /// The database could not be reached or prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("database URL is invalid: {0}")]
+    #[error("database URL is invalid")]
     InvalidUrl(#[source] tokio_postgres::Error),
     #[error("could not build the connection pool: {0}")]
     Pool(String),

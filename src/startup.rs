@@ -32,13 +32,13 @@ pub enum StartupError {
     Db(#[from] DbError),
     #[error(transparent)]
     Migrate(#[from] crate::inbox::MigrateError),
-    #[error("could not listen on the admin address {addr}: {source}")]
+    #[error("could not listen on the admin address {addr}")]
     Bind {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("could not start the kafka driver thread: {0}")]
+    #[error("could not start the kafka driver thread")]
     Thread(#[source] std::io::Error),
     #[error("the kafka consumer stopped: {0}")]
     Consumer(String),

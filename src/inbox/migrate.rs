@@ -18,14 +18,10 @@ pub enum MigrateError {
     Connect(#[source] deadpool_postgres::PoolError),
     #[error("could not take the migration lock")]
     Lock(#[source] tokio_postgres::Error),
+    /// The message is the failing statement's error, as refinery reports it.
     #[error("migration file migrations/{file} failed: {message}")]
-    File {
-        file: String,
-        message: String,
-        #[source]
-        source: refinery::Error,
-    },
-    #[error("migrations failed: {0}")]
+    File { file: String, message: String },
+    #[error("migrations failed")]
     Runner(#[source] refinery::Error),
 }
 
@@ -74,7 +70,6 @@ fn describe(error: refinery::Error) -> MigrateError {
             return MigrateError::File {
                 file: format!("{name}.sql"),
                 message: crate::error_text::chain(cause.as_ref()),
-                source: error,
             };
         }
     }

@@ -24,11 +24,9 @@ const SAVE_HISTORY: &str = "INSERT INTO history_events \
 /// An inbox operation failed; the outcome of the transaction is unknown.
 #[derive(Debug, thiserror::Error)]
 pub enum PgInboxError {
-    // Both render their whole cause chain in Display (and so have no `source`): the causes are
-    // what an operator needs to see, and tokio-postgres alone says only "db error".
-    #[error("no database connection: {}", crate::error_text::chain(.0))]
-    Pool(PoolError),
-    #[error("{}", crate::error_text::chain(.0))]
+    #[error("no database connection")]
+    Pool(#[source] PoolError),
+    #[error(transparent)]
     Db(tokio_postgres::Error),
     #[error("inbox transaction misuse: {0}")]
     Misuse(&'static str),

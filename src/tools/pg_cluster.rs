@@ -24,7 +24,7 @@ pub enum ClusterError {
          point HISTORY_PG_BIN at their directory"
     )]
     BinariesNotFound,
-    #[error("{what} failed: {source}")]
+    #[error("{what} failed")]
     Io {
         what: String,
         #[source]

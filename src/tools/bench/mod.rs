@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use crate::db::DbError;
 use crate::domain::TicketEvent;
-use crate::error_text::chain;
 use crate::inbox::{Origin, PgInboxError};
 use crate::startup::StartupError;
 use crate::tools::args::BenchArgs;
@@ -51,7 +50,7 @@ const SEED: u64 = 2026;
 /// A phase of the benchmark failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    #[error("the embedded kafka failed: {0}")]
+    #[error("the embedded kafka failed")]
     Kafka(#[source] rdkafka::error::KafkaError),
     #[error(transparent)]
     Cluster(#[from] ClusterError),
@@ -59,11 +58,11 @@ pub enum BenchError {
     Db(#[from] DbError),
     #[error(transparent)]
     Migrate(#[from] crate::inbox::MigrateError),
-    #[error("database query failed: {}", chain(.0))]
+    #[error("database query failed")]
     Query(#[source] tokio_postgres::Error),
-    #[error("no database connection: {}", chain(.0))]
+    #[error("no database connection")]
     Pool(#[source] deadpool_postgres::PoolError),
-    #[error("the service did not start: {}", chain(.0))]
+    #[error("the service did not start")]
     Startup(#[source] StartupError),
     #[error("the service stopped: {0}")]
     ServiceStopped(String),
@@ -82,11 +81,11 @@ pub enum BenchError {
     },
     #[error("{phase} stalled: {detail}")]
     Stalled { phase: String, detail: String },
-    #[error("ceiling 2: a batched inbox transaction failed: {0}")]
+    #[error("ceiling 2: a batched inbox transaction failed")]
     Batch(#[source] PgInboxError),
-    #[error("a benchmark task failed: {0}")]
+    #[error("a benchmark task failed")]
     Task(#[source] tokio::task::JoinError),
-    #[error("cannot write the report to {path}: {source}")]
+    #[error("cannot write the report to {path}")]
     Write {
         path: String,
         #[source]

@@ -103,7 +103,10 @@ async fn outage(
             (cluster, Ok(()))
         }
         Err(error) => {
-            println!("!! database hiccup #{number}: {error}");
+            println!(
+                "!! database hiccup #{number}: {}",
+                crate::error_text::chain(&error)
+            );
             (cluster, Err(error))
         }
     }

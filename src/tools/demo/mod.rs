@@ -52,23 +52,23 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
     #[error(
-        "cannot listen on {addr} for the admin UI: {source}; choose another address with \
-         --admin-addr (e.g. --admin-addr 127.0.0.1:0 for any free port)"
+        "cannot listen on {addr} for the admin UI (choose another address with --admin-addr, \
+         e.g. --admin-addr 127.0.0.1:0 for any free port)"
     )]
     AdminAddr {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("the embedded kafka failed: {0}")]
+    #[error("the embedded kafka failed")]
     Kafka(#[source] rdkafka::error::KafkaError),
     #[error(transparent)]
     Cluster(#[from] ClusterError),
-    #[error("database query failed: {}", chain(.0))]
+    #[error("database query failed")]
     Query(#[source] tokio_postgres::Error),
-    #[error("no database connection: {}", chain(.0))]
+    #[error("no database connection")]
     Pool(#[source] deadpool_postgres::PoolError),
-    #[error("database query failed: {0}")]
+    #[error("database query failed")]
     Inbox(#[source] crate::inbox::PgInboxError),
     #[error(transparent)]
     Startup(StartupError),
@@ -78,9 +78,9 @@ pub enum DemoError {
     StoryTimeout(u64),
     #[error("the consumer stopped: {0}")]
     ServiceStopped(String),
-    #[error("cannot listen for Ctrl-C: {0}")]
+    #[error("cannot listen for Ctrl-C")]
     Signal(#[source] std::io::Error),
-    #[error("a demo task failed: {0}")]
+    #[error("a demo task failed")]
     Task(#[source] tokio::task::JoinError),
 }
 
