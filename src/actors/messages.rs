@@ -184,8 +184,11 @@ pub struct GetOverview;
 pub struct GetStatus;
 
 /// An operator action on one partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PartitionAction {
     /// Retry every Unknown record now instead of at its backoff time.
     RetryNow,
@@ -197,11 +200,7 @@ pub enum PartitionAction {
 
 impl PartitionAction {
     pub fn as_str(self) -> &'static str {
-        match self {
-            PartitionAction::RetryNow => "retry_now",
-            PartitionAction::Pause => "pause",
-            PartitionAction::Resume => "resume",
-        }
+        self.into()
     }
 }
 

@@ -10,8 +10,9 @@ use crate::domain::{DuplicateCause, ObservedOffsets};
 use crate::stuck::StuckReason;
 
 /// What a partition actor is doing, as an operator would say it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PartitionState {
     /// Taking records and resolving them.
     Running,
@@ -28,13 +29,7 @@ pub enum PartitionState {
 
 impl PartitionState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            PartitionState::Running => "running",
-            PartitionState::Retrying => "retrying",
-            PartitionState::BacklogFull => "backlog_full",
-            PartitionState::Paused => "paused",
-            PartitionState::Draining => "draining",
-        }
+        self.into()
     }
 }
 
@@ -167,8 +162,9 @@ pub struct ServiceStatus {
 // ----- the monitor's view: derived states, lag in seconds, trends --------------------------
 
 /// What an operator is told a partition is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum DisplayState {
     Running,
     Retrying,
@@ -179,13 +175,7 @@ pub enum DisplayState {
 
 impl DisplayState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            DisplayState::Running => "running",
-            DisplayState::Retrying => "retrying",
-            DisplayState::Paused => "paused",
-            DisplayState::Stuck => "stuck",
-            DisplayState::Draining => "draining",
-        }
+        self.into()
     }
 }
 

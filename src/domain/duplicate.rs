@@ -3,8 +3,21 @@
 use serde::Serialize;
 
 /// Why a record is a duplicate (classified after the inbox said `AlreadyApplied`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum DuplicateCause {
     /// The same partition and offset again: the consumer replayed it.
     Redelivery,
@@ -17,12 +30,8 @@ pub enum DuplicateCause {
 }
 
 impl DuplicateCause {
+    /// A stable snake_case name, used as a metrics label.
     pub fn as_str(self) -> &'static str {
-        match self {
-            DuplicateCause::Redelivery => "redelivery",
-            DuplicateCause::Republish => "republish",
-            DuplicateCause::Conflicting => "conflicting",
-            DuplicateCause::Unclassified => "unclassified",
-        }
+        self.into()
     }
 }

@@ -21,8 +21,21 @@ pub struct TicketEvent {
 }
 
 /// Why a record's bytes are not a valid event. Each is permanent: retrying cannot help.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum RejectReason {
     /// Larger than the configured payload limit.
     PayloadTooLarge,
@@ -48,44 +61,16 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in a stable order (for metrics and filters).
-    pub const ALL: [RejectReason; 10] = [
-        RejectReason::PayloadTooLarge,
-        RejectReason::NotJson,
-        RejectReason::NotObject,
-        RejectReason::DuplicateField,
-        RejectReason::MissingField,
-        RejectReason::WrongType,
-        RejectReason::EmptyField,
-        RejectReason::InvalidText,
-        RejectReason::OversizedId,
-        RejectReason::BadTimestamp,
-    ];
+    pub const ALL: &'static [RejectReason] = <Self as strum::VariantArray>::VARIANTS;
 
     /// A stable snake_case name, used as a metrics label and stored in `dead_letters.reason`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            RejectReason::PayloadTooLarge => "payload_too_large",
-            RejectReason::NotJson => "not_json",
-            RejectReason::NotObject => "not_object",
-            RejectReason::DuplicateField => "duplicate_field",
-            RejectReason::MissingField => "missing_field",
-            RejectReason::WrongType => "wrong_type",
-            RejectReason::EmptyField => "empty_field",
-            RejectReason::InvalidText => "invalid_text",
-            RejectReason::OversizedId => "oversized_id",
-            RejectReason::BadTimestamp => "bad_timestamp",
-        }
+        self.into()
     }
 
     /// The reason named by [`RejectReason::as_str`], if any.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == name)
-    }
-}
-
-impl std::fmt::Display for RejectReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        name.parse().ok()
     }
 }
 
@@ -353,7 +338,7 @@ mod tests {
 
     #[test]
     fn reason_names_round_trip() {
-        for reason in RejectReason::ALL {
+        for &reason in RejectReason::ALL {
             assert_eq!(RejectReason::from_name(reason.as_str()), Some(reason));
         }
     }

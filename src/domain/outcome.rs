@@ -7,8 +7,20 @@ use serde::Serialize;
 /// `Applied`, `AlreadyApplied` and `DeadLettered` are *resolved*: the Kafka offset may move past
 /// the record (SPEC §5). `Unknown` is not: the pair may or may not be stored, so the record is
 /// retried and blocks the committed offset until it resolves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// The inbox marker and the history row were committed by this delivery.
     Applied,
@@ -22,12 +34,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in a stable order (for metrics and tables).
-    pub const ALL: [Outcome; 4] = [
-        Outcome::Applied,
-        Outcome::AlreadyApplied,
-        Outcome::DeadLettered,
-        Outcome::Unknown,
-    ];
+    pub const ALL: &'static [Outcome] = <Self as strum::VariantArray>::VARIANTS;
 
     /// Whether the committed offset may move past a record with this outcome.
     pub fn is_resolved(self) -> bool {
@@ -36,18 +43,7 @@ impl Outcome {
 
     /// A stable lowercase name, used as a metrics label and in the JSON API.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Applied => "applied",
-            Outcome::AlreadyApplied => "already_applied",
-            Outcome::DeadLettered => "dead_lettered",
-            Outcome::Unknown => "unknown",
-        }
-    }
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -58,7 +54,8 @@ mod tests {
     #[test]
     fn only_unknown_is_unresolved() {
         let unresolved: Vec<_> = Outcome::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|o| !o.is_resolved())
             .collect();
         assert_eq!(unresolved, vec![Outcome::Unknown]);
