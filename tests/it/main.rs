@@ -2,6 +2,7 @@
 //! mock cluster), records produced by a real producer.
 
 mod admin;
+mod admin_security;
 mod app;
 mod batch;
 mod batching;
