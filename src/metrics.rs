@@ -32,6 +32,7 @@ struct Families {
     rebalances: IntCounterVec,
     kafka_errors: IntCounter,
     admin_auth_failures: IntCounterVec,
+    admin_anonymous_reads_refused: IntCounter,
 }
 
 /// The service's metrics; cheap to clone.
@@ -177,6 +178,14 @@ impl Metrics {
                 "Admin tokens refused, by how they were presented (sign_in, bearer) and why (wrong_token, throttled).",
                 &["method", "reason"],
             ),
+            admin_anonymous_reads_refused: register(
+                r,
+                IntCounter::new(
+                    "history_admin_anonymous_reads_refused_total",
+                    "Admin page loads refused because readers who did not sign in exceeded their limit.",
+                )
+                .expect("valid metric"),
+            ),
         };
         // Every refusal exists from the start: a rate over them has a series before the first.
         for method in ["sign_in", "bearer"] {
@@ -317,6 +326,11 @@ impl Metrics {
             .admin_auth_failures
             .with_label_values(&[method, reason])
             .inc();
+    }
+
+    /// An anonymous admin page load refused (over the limit).
+    pub fn observe_admin_anonymous_read_refused(&self) {
+        self.families.admin_anonymous_reads_refused.inc();
     }
 
     /// Drops the per-partition gauges of a partition this instance no longer owns, so that

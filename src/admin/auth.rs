@@ -1,7 +1,8 @@
 //! Who may read and act: the admin token, given once on the login form (then an HttpOnly,
 //! SameSite=Strict session cookie whose forms carry a CSRF token) or on every API request as
-//! `Authorization: Bearer`. Wrong tokens are throttled ([`super::throttle`]), logged and counted.
-//! Without a configured token the admin is read-only.
+//! `Authorization: Bearer`. Wrong tokens are throttled ([`super::throttle`]), logged and counted,
+//! and so are page loads of readers who did not sign in. Without a configured token the admin is
+//! read-only.
 
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
@@ -29,6 +30,10 @@ pub enum Denied {
     Csrf,
     #[error("too many wrong admin tokens; try again in {retry_after_secs} s")]
     Throttled { retry_after_secs: u64 },
+    #[error(
+        "too many page loads without signing in; try again in {retry_after_secs} s, or sign in"
+    )]
+    TooManyReads { retry_after_secs: u64 },
 }
 
 /// How a token was presented (a metric label).
@@ -82,6 +87,8 @@ pub struct Auth {
     token: Option<Secret>,
     sessions: Mutex<Sessions>,
     throttle: Mutex<Throttle>,
+    /// `None`: anonymous readers are not limited.
+    anonymous_reads: Option<Mutex<Throttle>>,
     cookie: CookieRules,
     metrics: Metrics,
 }
@@ -107,6 +114,8 @@ impl Auth {
                 capacity: MAX_SESSIONS,
             })),
             throttle: Mutex::new(Throttle::new(rules)),
+            anonymous_reads: throttle::anonymous_reads(settings.anonymous_reads_per_sec)
+                .map(|rules| Mutex::new(Throttle::new(rules))),
             cookie: CookieRules {
                 name: cookie_name(instance, settings.secure_cookie),
                 secure: settings.secure_cookie,
@@ -179,13 +188,35 @@ impl Auth {
         }
     }
 
-    /// Whether a request may read (with `--admin-read-auth`): a bearer token or a session.
-    pub fn authorize_read(&self, request: &HttpRequest) -> Result<Principal, Denied> {
-        if let Some(given) = bearer_token(request) {
-            self.check_token(Method::Bearer, peer(request), given)?;
-            return Ok(Principal::Bearer);
+    /// Who reads: a bearer token (checked), a session, or nobody in particular (`None`). A
+    /// read-only instance has no token to check a bearer against: its readers are anonymous.
+    pub fn reader(&self, request: &HttpRequest) -> Result<Option<Principal>, Denied> {
+        match bearer_token(request) {
+            Some(given) if !self.read_only() => {
+                self.check_token(Method::Bearer, peer(request), given)?;
+                Ok(Some(Principal::Bearer))
+            }
+            _ => Ok(self.session(request)),
         }
-        self.session(request).ok_or(Denied::NotSignedIn)
+    }
+
+    /// Counts a page load of an anonymous reader; refused past the anonymous read limit.
+    pub fn admit_anonymous(&self, request: &HttpRequest) -> Result<(), Denied> {
+        let Some(reads) = &self.anonymous_reads else {
+            return Ok(());
+        };
+        let (peer, now) = (peer(request), Instant::now());
+        let mut reads = reads.lock().expect("anonymous reads lock");
+        if let Err(refused) = reads.check(peer, now) {
+            drop(reads);
+            // A flood is what this refuses: the counter has every one, the log none.
+            self.metrics.observe_admin_anonymous_read_refused();
+            return Err(Denied::TooManyReads {
+                retry_after_secs: whole_seconds(refused.retry_after),
+            });
+        }
+        reads.count(peer, now);
+        Ok(())
     }
 
     /// Compares a presented token under the throttle; a wrong one is counted against `peer`.
@@ -196,7 +227,6 @@ impl Auth {
         let mut throttle = self.throttle.lock().expect("throttle lock");
         if let Err(refused) = throttle.check(peer, now) {
             drop(throttle);
-            let retry_after_secs = refused.retry_after.as_secs_f64().ceil().max(1.0) as u64;
             self.refused(
                 method,
                 peer,
@@ -204,12 +234,14 @@ impl Auth {
                     global: refused.global,
                 },
             );
-            return Err(Denied::Throttled { retry_after_secs });
+            return Err(Denied::Throttled {
+                retry_after_secs: whole_seconds(refused.retry_after),
+            });
         }
         if constant_time_eq(expected.expose().as_bytes(), given.as_bytes()) {
             return Ok(());
         }
-        throttle.failed(peer, now);
+        throttle.count(peer, now);
         drop(throttle);
         self.refused(method, peer, Refusal::WrongToken);
         Err(Denied::WrongToken)
@@ -268,6 +300,11 @@ pub fn bearer_token(request: &HttpRequest) -> Option<&str> {
     scheme
         .eq_ignore_ascii_case("bearer")
         .then(|| credentials.trim())
+}
+
+/// A `Retry-After` value: whole seconds, at least one.
+fn whole_seconds(wait: std::time::Duration) -> u64 {
+    wait.as_secs_f64().ceil().max(1.0) as u64
 }
 
 fn peer(request: &HttpRequest) -> Option<IpAddr> {
@@ -386,7 +423,10 @@ mod tests {
             auth.authorize(&request, Some(&csrf)),
             Ok(Principal::Session { .. })
         ));
-        assert!(auth.authorize_read(&request).is_ok());
+        assert!(matches!(
+            auth.reader(&request),
+            Ok(Some(Principal::Session { .. }))
+        ));
     }
 
     #[test]

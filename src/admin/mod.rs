@@ -2,6 +2,9 @@
 //! actions on the admin listener; `/metrics` and the health endpoints on it too, or on a
 //! listener of their own (`--metrics-addr`) so that the admin UI can stay private while
 //! Prometheus scrapes. Every response carries the security headers of [`CSP`] and its siblings.
+//! Page loads cannot starve record processing: the pages have their own database pool, the
+//! admin worker runs at a lower priority ([`ADMIN_WORKER_NICE`]), and refusals over a limit are
+//! sent late ([`OVER_LIMIT_DELAY`]).
 //!
 //! Layout: [`settings`] (flags, checked), [`routes`] (handlers and the read gate), [`pages`]
 //! (view models and templates), [`queries`] (database reads and the audit trail) over [`pool`]
@@ -50,6 +53,29 @@ pub struct AdminState {
     pub auth: auth::Auth,
     /// Reading needs a sign-in too (`--admin-read-auth`).
     pub read_auth: bool,
+}
+
+/// How long a refusal for going over a limit (wrong tokens, anonymous page loads) waits before
+/// it is sent, so that a client ignoring `Retry-After` cannot turn the cheap refusals themselves
+/// into a flood: the wait holds a timer, not a thread.
+pub const OVER_LIMIT_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The scheduling priority (nice) of the admin server's worker: page loads, anonymous floods
+/// included, yield the CPU to record processing when both want it.
+pub const ADMIN_WORKER_NICE: i32 = 10;
+
+/// Sets the calling thread's nice value (Linux, where nice is per thread; elsewhere nothing).
+/// Raising it needs no privilege; lowering it again does.
+pub fn renice_this_thread(nice: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid has no preconditions; setpriority only reads its arguments and changes
+    // this thread's nice value.
+    unsafe {
+        let thread = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, thread, nice);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
 /// Headers on every response of both listeners (a handler's own `Cache-Control` wins).
@@ -105,6 +131,8 @@ pub fn server(
     let shared = metrics.is_none();
     let admin_state = state.clone();
     let admin_server = HttpServer::new(move || {
+        // Runs on the worker's own thread, once as it starts.
+        renice_this_thread(ADMIN_WORKER_NICE);
         App::new()
             .app_data(admin_state.clone())
             .app_data(web::FormConfig::default().limit(16 * 1024))

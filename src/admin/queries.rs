@@ -9,8 +9,9 @@ use crate::inbox::PgInboxError;
 
 /// Rows per dead-letter page.
 pub const DEAD_LETTERS_PER_PAGE: i64 = 50;
-/// Dead letters counted at most for the "in all" figure: counting is a scan.
-pub const DEAD_LETTER_COUNT_CAP: i64 = 10_000;
+/// Dead letters counted at most for the "in all" figure: counting is a scan, and every
+/// anonymous page load would pay for it (10,000 cost PostgreSQL several times the page's rows).
+pub const DEAD_LETTER_COUNT_CAP: i64 = 1_000;
 /// Characters of a payload shown before it is cut.
 const PAYLOAD_PREVIEW_CHARS: usize = 2000;
 
@@ -322,7 +323,14 @@ mod tests {
             offset: 42,
         };
         assert_eq!(Cursor::parse(&cursor.encode()), Some(cursor));
-        for text in ["", "1.2", "1.2.3.4", "a.b.c", "1.2.x", "9223372036854775807.0.0"] {
+        for text in [
+            "",
+            "1.2",
+            "1.2.3.4",
+            "a.b.c",
+            "1.2.x",
+            "9223372036854775807.0.0",
+        ] {
             assert_eq!(Cursor::parse(text), None, "{text:?}");
         }
     }

@@ -91,6 +91,14 @@ pub struct AdminArgs {
         default_value_t = 2000
     )]
     pub admin_statement_timeout_ms: u64,
+    /// Page loads per second of readers who did not sign in, over all addresses (twice that at
+    /// once; half of it per address); beyond, 429. 0: no limit.
+    #[arg(
+        long,
+        env = "HISTORY_ADMIN_ANONYMOUS_READS_PER_SEC",
+        default_value_t = 20
+    )]
+    pub admin_anonymous_reads_per_sec: u32,
 }
 
 /// The admin surface, checked.
@@ -106,6 +114,8 @@ pub struct AdminSettings {
     pub session_max: Duration,
     pub db_pool_size: usize,
     pub statement_timeout: Duration,
+    /// 0: no limit.
+    pub anonymous_reads_per_sec: u32,
 }
 
 impl Default for AdminSettings {
@@ -120,6 +130,7 @@ impl Default for AdminSettings {
             session_max: Duration::from_secs(12 * 3600),
             db_pool_size: 2,
             statement_timeout: Duration::from_secs(2),
+            anonymous_reads_per_sec: 20,
         }
     }
 }
@@ -153,6 +164,7 @@ impl AdminSettings {
             session_max: Duration::from_secs(args.admin_session_max_secs),
             db_pool_size: args.admin_db_pool_size,
             statement_timeout: Duration::from_millis(args.admin_statement_timeout_ms),
+            anonymous_reads_per_sec: args.admin_anonymous_reads_per_sec,
         };
         settings.validate()?;
         Ok(settings)

@@ -1,6 +1,7 @@
-//! How often a wrong admin token may be tried: a leaky bucket of failures per client address
-//! and one for everybody. A full bucket refuses further attempts, right or wrong, until it has
-//! drained by one. Pure: the caller passes the clock.
+//! How often something may happen: a leaky bucket per client address and one for everybody.
+//! A full bucket refuses until it has drained by one. The admin surface counts wrong tokens in
+//! one throttle ([`RULES`]: a full bucket refuses attempts, right or wrong) and anonymous page
+//! loads in another ([`anonymous_reads`]). Pure: the caller passes the clock.
 //!
 //! Addresses are the TCP peer's: behind a reverse proxy every client shares the proxy's bucket.
 //! IPv6 clients are grouped by /64, the block a single host usually holds.
@@ -25,8 +26,8 @@ pub struct ThrottleRules {
     pub max_addresses: usize,
 }
 
-/// The service's limits: 5 wrong tokens per address at once and then 5 a minute; 30 over all
-/// addresses at once and then 60 a minute.
+/// Wrong tokens: 5 per address at once and then 5 a minute; 30 over all addresses at once and
+/// then 60 a minute.
 pub const RULES: ThrottleRules = ThrottleRules {
     per_address: Rate {
         burst: 5,
@@ -38,6 +39,22 @@ pub const RULES: ThrottleRules = ThrottleRules {
     },
     max_addresses: 10_000,
 };
+
+/// Anonymous page loads, `per_second` over all addresses (twice that at once), half of it per
+/// address; `None` for 0 (no limit).
+pub fn anonymous_reads(per_second: u32) -> Option<ThrottleRules> {
+    (per_second > 0).then(|| ThrottleRules {
+        per_address: Rate {
+            burst: per_second,
+            every: Duration::from_secs(2) / per_second,
+        },
+        global: Rate {
+            burst: 2 * per_second,
+            every: Duration::from_secs(1) / per_second,
+        },
+        max_addresses: RULES.max_addresses,
+    })
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -109,8 +126,8 @@ impl Throttle {
         }
     }
 
-    /// Counts a wrong token from `peer`.
-    pub fn failed(&mut self, peer: Option<IpAddr>, now: Instant) {
+    /// Counts one (a wrong token, a page load) from `peer`.
+    pub fn count(&mut self, peer: Option<IpAddr>, now: Instant) {
         let rules = self.rules;
         self.global
             .get_or_insert(Bucket {
@@ -184,7 +201,7 @@ mod tests {
         let mut throttle = Throttle::new(TEST);
         for _ in 0..3 {
             assert!(throttle.check(ip("10.0.0.1"), t0).is_ok());
-            throttle.failed(ip("10.0.0.1"), t0);
+            throttle.count(ip("10.0.0.1"), t0);
         }
         let refused = throttle.check(ip("10.0.0.1"), t0).unwrap_err();
         assert_eq!(refused.retry_after, Duration::from_secs(10));
@@ -205,7 +222,7 @@ mod tests {
         let t0 = Instant::now();
         let mut throttle = Throttle::new(TEST);
         for i in 0..5 {
-            throttle.failed(ip(&format!("10.0.1.{i}")), t0);
+            throttle.count(ip(&format!("10.0.1.{i}")), t0);
         }
         let refused = throttle.check(ip("10.0.2.1"), t0).unwrap_err();
         assert!(refused.global);
@@ -222,12 +239,22 @@ mod tests {
         let t0 = Instant::now();
         let mut throttle = Throttle::new(TEST);
         for host in ["2001:db8::1", "2001:db8::2", "2001:db8::ffff:1"] {
-            throttle.failed(ip(host), t0);
+            throttle.count(ip(host), t0);
         }
         assert!(throttle.check(ip("2001:db8::9"), t0).is_err());
         assert!(throttle.check(ip("2001:db8:0:1::1"), t0).is_ok());
-        throttle.failed(ip("::ffff:10.0.0.7"), t0);
+        throttle.count(ip("::ffff:10.0.0.7"), t0);
         assert_eq!(throttle.addresses(), 2, "IPv4-mapped is IPv4");
+    }
+
+    #[test]
+    fn anonymous_reads_allow_a_burst_of_twice_the_rate_and_half_of_it_per_address() {
+        let rules = anonymous_reads(20).unwrap();
+        assert_eq!(rules.global.burst, 40);
+        assert_eq!(rules.global.every, Duration::from_millis(50));
+        assert_eq!(rules.per_address.burst, 20);
+        assert_eq!(rules.per_address.every, Duration::from_millis(100));
+        assert_eq!(anonymous_reads(0), None);
     }
 
     #[test]
@@ -242,11 +269,11 @@ mod tests {
         };
         let mut throttle = Throttle::new(rules);
         for i in 0..10 {
-            throttle.failed(ip(&format!("10.0.3.{i}")), t0);
+            throttle.count(ip(&format!("10.0.3.{i}")), t0);
         }
         assert_eq!(throttle.addresses(), 4);
         // Drained addresses make room.
-        throttle.failed(ip("10.0.4.1"), t0 + Duration::from_secs(60));
+        throttle.count(ip("10.0.4.1"), t0 + Duration::from_secs(60));
         assert_eq!(throttle.addresses(), 1);
     }
 }

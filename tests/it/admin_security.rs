@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use history_consumer::admin::sessions::MAX_SESSIONS;
 use history_consumer::admin::throttle;
+use history_consumer::admin::{ADMIN_WORKER_NICE, OVER_LIMIT_DELAY};
 
 use crate::app::{TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::helpers::{TestDb, test_database, unique_name, wait_for};
@@ -781,5 +782,116 @@ async fn another_authorization_scheme_falls_through_to_the_session() {
         Some(0.0),
         "Basic is not a wrong bearer token"
     );
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn anonymous_page_loads_are_limited_per_address_and_in_all_but_signed_in_ones_are_not() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let app = app_with(&db, &kafka, |s| s.admin.anonymous_reads_per_sec = 4).await;
+    let addr = admin(&app);
+    let (cookie, _) = sign_in(&addr).await;
+    let from = |host: u8| Ipv4Addr::new(127, 0, 2, host);
+    let page = |host: u8, path: &'static str, headers: Vec<(&'static str, String)>| {
+        let addr = addr.clone();
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            request_from(from(host), &addr, "GET", path, &headers, "").await
+        }
+    };
+    // 4 a second over all addresses, 8 at once; half of that per address.
+    for _ in 0..4 {
+        assert_eq!(page(1, "/dead-letters", vec![]).await.status, 200);
+    }
+    let started = Instant::now();
+    let refused = page(1, "/api/status", vec![]).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(
+        started.elapsed() >= OVER_LIMIT_DELAY,
+        "a refusal over the limit is sent late"
+    );
+    assert!(refused.body.contains("sign in"), "{}", refused.body);
+    assert!(refused.header("retry-after").is_some());
+    // Signed in, the same address reads on; what is never behind a sign-in stays open too.
+    let signed_in = page(1, "/dead-letters", vec![("Cookie", cookie.clone())]).await;
+    assert_eq!(signed_in.status, 200);
+    let bearer = page(
+        1,
+        "/api/status",
+        vec![("Authorization", format!("Bearer {TOKEN}"))],
+    )
+    .await;
+    assert_eq!(bearer.status, 200);
+    for path in ["/metrics", "/healthz", "/static/admin.css", "/login"] {
+        assert_eq!(page(1, path, vec![]).await.status, 200, "{path}");
+    }
+    // Other addresses have shares of their own, until together they use up the global one:
+    // then a load within an address's share is refused.
+    let mut refused_within_share = None;
+    'addresses: for host in 2..30 {
+        for _ in 0..4 {
+            let response = page(host, "/", vec![]).await;
+            if response.status == 429 {
+                refused_within_share = Some(host);
+                break 'addresses;
+            }
+            assert_eq!(response.status, 200, "{}", response.body);
+        }
+    }
+    assert!(
+        refused_within_share.is_some(),
+        "the global limit never refused a page load"
+    );
+    let exposition = get(&app.handle.metrics_addr.to_string(), "/metrics")
+        .await
+        .body;
+    let refusals = series(&exposition, "history_admin_anonymous_reads_refused_total").unwrap();
+    assert!(refusals >= 2.0, "{refusals}");
+    app.shutdown().await;
+}
+
+/// Name and nice value of every thread of this process (Linux).
+fn threads() -> Vec<(String, i64)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        // The fields after the parenthesised name start with field 3; nice is field 19.
+        let nice = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(16))
+            .and_then(|n| n.parse().ok());
+        if let Some(nice) = nice {
+            found.push((name.trim().to_owned(), nice));
+        }
+    }
+    found
+}
+
+#[actix_web::test]
+async fn the_admin_server_worker_yields_the_cpu_to_record_processing() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(1).await;
+    // The worker starts with the server; a request makes sure it has.
+    assert_eq!(get(&admin(&app), "/healthz").await.status, 200);
+    let workers: Vec<(String, i64)> = threads()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("actix-rt|system"))
+        .collect();
+    assert!(
+        workers
+            .iter()
+            .any(|(_, nice)| *nice == i64::from(ADMIN_WORKER_NICE)),
+        "{workers:?}"
+    );
+    let consumer = threads()
+        .into_iter()
+        .filter(|(name, _)| name == "kafka-driver")
+        .collect::<Vec<_>>();
+    assert!(!consumer.is_empty() && consumer.iter().all(|(_, nice)| *nice == 0));
     app.shutdown().await;
 }

@@ -35,6 +35,8 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
         admin: AdminSettings {
             addr: "127.0.0.1:0".parse().unwrap(),
             token: Some("test-admin-token".into()),
+            // Tests poll the API far faster than a person would; one test checks the limit.
+            anonymous_reads_per_sec: 0,
             ..AdminSettings::default()
         },
         runtime: RuntimeSettings {

@@ -56,7 +56,10 @@ pub(super) async fn partition_action(
         Err(Refused::BadRequest(message)) => {
             error_page(&state, &request, StatusCode::BAD_REQUEST, message)
         }
-        Err(Refused::Denied(denied)) => denied_response(&state, &request, &denied, false, ""),
+        Err(Refused::Denied(denied)) => {
+            tarpit(&denied).await;
+            denied_response(&state, &request, &denied, false, "")
+        }
         Err(Refused::NotOwned(error)) => {
             error_page(&state, &request, StatusCode::CONFLICT, error.to_string())
         }
@@ -91,7 +94,10 @@ pub(super) async fn api_partition_action(
             "partition": partition, "action": action, "result": "ok"
         })),
         Err(Refused::BadRequest(message)) => json_error(StatusCode::BAD_REQUEST, message),
-        Err(Refused::Denied(denied)) => denied_response(&state, &request, &denied, true, ""),
+        Err(Refused::Denied(denied)) => {
+            tarpit(&denied).await;
+            denied_response(&state, &request, &denied, true, "")
+        }
         Err(Refused::NotOwned(error)) => json_error(StatusCode::CONFLICT, error.to_string()),
     }
 }

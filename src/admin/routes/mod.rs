@@ -20,7 +20,6 @@ use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
 use askama::Template;
 use serde::Deserialize;
 
-use super::AdminState;
 use super::auth::{Denied, Principal};
 use super::pages::{
     AuditView, BacklogView, DeadLetterView, DeadLettersPage, ErrorPage, HistoryView, Layout,
@@ -32,6 +31,7 @@ use super::queries::{
     Page,
 };
 use super::redirect::safe_next;
+use super::{AdminState, OVER_LIMIT_DELAY};
 use crate::actors::messages::GetOverview;
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
 use crate::actors::monitor::Overview;
@@ -129,7 +129,17 @@ pub(super) fn denied_status(denied: &Denied) -> StatusCode {
     match denied {
         Denied::ReadOnly | Denied::Csrf => StatusCode::FORBIDDEN,
         Denied::NotSignedIn | Denied::WrongToken => StatusCode::UNAUTHORIZED,
-        Denied::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Denied::Throttled { .. } | Denied::TooManyReads { .. } => StatusCode::TOO_MANY_REQUESTS,
+    }
+}
+
+/// Waits [`OVER_LIMIT_DELAY`] when `denied` is for going over a limit.
+pub(super) async fn tarpit(denied: &Denied) {
+    if matches!(
+        denied,
+        Denied::Throttled { .. } | Denied::TooManyReads { .. }
+    ) {
+        actix_web::rt::time::sleep(OVER_LIMIT_DELAY).await;
     }
 }
 
@@ -148,7 +158,9 @@ pub(super) fn denied_response(
         error_page(state, request, denied_status(denied), denied.to_string())
     };
     let headers = response.headers_mut();
-    if let Denied::Throttled { retry_after_secs } = denied {
+    if let Denied::Throttled { retry_after_secs } | Denied::TooManyReads { retry_after_secs } =
+        denied
+    {
         headers.insert(header::RETRY_AFTER, (*retry_after_secs).into());
     }
     if json && matches!(denied, Denied::NotSignedIn | Denied::WrongToken) {

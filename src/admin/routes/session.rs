@@ -43,6 +43,7 @@ pub(super) async fn login(
             .finish(),
         // Auth logged and counted the refusal.
         Err(denied) => {
+            tarpit(&denied).await;
             let mut response = html(
                 denied_status(&denied),
                 &LoginPage {
@@ -68,6 +69,7 @@ pub(super) async fn logout(
     form: web::Form<CsrfForm>,
 ) -> HttpResponse {
     if let Err(denied) = state.auth.authorize(&request, form.csrf.as_deref()) {
+        tarpit(&denied).await;
         return denied_response(&state, &request, &denied, false, "");
     }
     HttpResponse::SeeOther()
