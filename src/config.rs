@@ -159,6 +159,11 @@ pub struct BenchArgs {
     /// mean little.
     #[arg(long)]
     pub quick: bool,
+    /// Measure only how anonymous clients loading the heaviest admin page slow record
+    /// processing (with and without them, --events records a phase), and write that section
+    /// of the report.
+    #[arg(long)]
+    pub admin_load: bool,
 }
 
 fn parse_duplicate_share(text: &str) -> Result<f64, String> {

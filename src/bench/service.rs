@@ -92,6 +92,11 @@ impl Service {
         }
     }
 
+    /// Where its admin UI listens.
+    pub fn admin_addr(&self) -> std::net::SocketAddr {
+        self.handle.admin_addr
+    }
+
     /// The service's own pool on its database.
     pub fn pool(&self) -> &Pool {
         &self.handle.pool
