@@ -35,7 +35,10 @@ RUN groupadd --system --gid 10001 history \
  && useradd --system --uid 10001 --gid history --no-create-home --shell /usr/sbin/nologin history
 COPY --from=builder /usr/local/bin/history-consumer /usr/local/bin/history-consumer
 USER 10001:10001
-ENV HISTORY_ADMIN_ADDR=0.0.0.0:8080
-EXPOSE 8080
+# The admin UI and /metrics with the health endpoints on ports of their own: publish 9100 to
+# Prometheus and keep 8080 private (see README, "Admin surface and security").
+ENV HISTORY_ADMIN_ADDR=0.0.0.0:8080 \
+    HISTORY_METRICS_ADDR=0.0.0.0:9100
+EXPOSE 8080 9100
 ENTRYPOINT ["history-consumer"]
 CMD ["run"]

@@ -2,8 +2,8 @@
 //!
 //! The convention inside this crate: an error's `Display` says what failed at its own level and
 //! never repeats its cause; the cause is its `source()`. This module joins the chain into one
-//! line: `what failed: why: why of that`. Some foreign errors (tokio-postgres among them) also
-//! print their cause in their own `Display`; a cause whose text the line already ends with is
+//! line: `what failed: why: why of that`. Some foreign errors also print their cause in their
+//! own `Display` (rdkafka's, io wrappers); a cause whose text the line already ends with is
 //! therefore not repeated.
 
 use std::error::Error;

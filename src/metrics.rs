@@ -1,6 +1,6 @@
 //! Prometheus metrics on a private registry (parallel tests never collide). Names are
 //! `history_*` with units; labels come from bounded sets only (partition, outcome, cause,
-//! reason, result, kind), never from event ids.
+//! reason, result, kind, method), never from event ids.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +31,8 @@ struct Families {
     commits: IntCounterVec,
     rebalances: IntCounterVec,
     kafka_errors: IntCounter,
+    admin_auth_failures: IntCounterVec,
+    admin_anonymous_reads_refused: IntCounter,
 }
 
 /// The service's metrics; cheap to clone.
@@ -172,7 +174,28 @@ impl Metrics {
                 )
                 .expect("valid metric"),
             ),
+            admin_auth_failures: counter(
+                "history_admin_auth_failures_total",
+                "Admin tokens refused, by how they were presented (sign_in, bearer) and why (wrong_token, throttled).",
+                &["method", "reason"],
+            ),
+            admin_anonymous_reads_refused: register(
+                r,
+                IntCounter::new(
+                    "history_admin_anonymous_reads_refused_total",
+                    "Admin page loads refused because readers who did not sign in exceeded their limit.",
+                )
+                .expect("valid metric"),
+            ),
         };
+        // Every refusal exists from the start: a rate over them has a series before the first.
+        for method in ["sign_in", "bearer"] {
+            for reason in ["wrong_token", "throttled"] {
+                families
+                    .admin_auth_failures
+                    .with_label_values(&[method, reason]);
+            }
+        }
         // Both results exist from the start, so a rate over commit errors has a series to read.
         for result in ["ok", "error"] {
             families.commits.with_label_values(&[result]);
@@ -295,6 +318,20 @@ impl Metrics {
 
     pub fn observe_kafka_error(&self) {
         self.families.kafka_errors.inc();
+    }
+
+    /// An admin token refused: `method` is `sign_in` or `bearer`, `reason` `wrong_token` or
+    /// `throttled`.
+    pub fn observe_admin_auth_failure(&self, method: &'static str, reason: &'static str) {
+        self.families
+            .admin_auth_failures
+            .with_label_values(&[method, reason])
+            .inc();
+    }
+
+    /// An anonymous admin page load refused (over the limit).
+    pub fn observe_admin_anonymous_read_refused(&self) {
+        self.families.admin_anonymous_reads_refused.inc();
     }
 
     /// Drops the per-partition gauges of a partition this instance no longer owns, so that

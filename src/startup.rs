@@ -32,7 +32,7 @@ pub enum StartupError {
     Db(#[from] DbError),
     #[error(transparent)]
     Migrate(#[from] crate::inbox::MigrateError),
-    #[error("could not listen on the admin address {addr}")]
+    #[error("could not listen on the admin or metrics address {addr}")]
     Bind {
         addr: SocketAddr,
         #[source]
@@ -51,6 +51,8 @@ pub struct AppHandle {
     pub pool: Pool,
     pub metrics: Metrics,
     pub admin_addr: SocketAddr,
+    /// Where `/metrics` and the health endpoints are: `admin_addr` unless `--metrics-addr`.
+    pub metrics_addr: SocketAddr,
 }
 
 impl AppHandle {
@@ -68,7 +70,7 @@ pub struct Application {
     requests: mpsc::Receiver<KafkaRequest>,
     link: KafkaLink,
     ports: DriverPorts,
-    server: actix_web::dev::Server,
+    server: admin::Servers,
     stopped: tokio::sync::oneshot::Receiver<Option<String>>,
 }
 
@@ -147,34 +149,43 @@ impl Application {
             stopped: supervisor.clone().recipient(),
         };
 
-        let listener =
-            TcpListener::bind(settings.admin_addr).map_err(|source| StartupError::Bind {
-                addr: settings.admin_addr,
-                source,
-            })?;
-        let admin_addr = listener.local_addr().map_err(|source| StartupError::Bind {
-            addr: settings.admin_addr,
-            source,
-        })?;
+        let admin = &settings.admin;
+        let (listener, admin_addr) = bind(admin.addr)?;
+        let (metrics_listener, metrics_addr) = match admin.separate_metrics_addr() {
+            Some(addr) => {
+                let (listener, bound) = bind(addr)?;
+                (Some(listener), bound)
+            }
+            None => (None, admin_addr),
+        };
         let monitor = Monitor::new(supervisor.clone(), metrics.clone(), runtime.stuck).start();
         let state = AdminState {
             supervisor: supervisor.clone(),
             monitor,
             pool: pool.clone(),
+            pages_pool: admin::pool::pool(&settings.database_url, admin)?,
             metrics: metrics.clone(),
-            auth: Auth::new(settings.admin_token.clone()),
+            auth: Auth::new(
+                admin,
+                &format!("{host}:{}", admin_addr.port()),
+                metrics.clone(),
+            ),
+            read_auth: admin.read_auth,
         };
-        let server = admin::server(listener, state).map_err(|source| StartupError::Bind {
-            addr: settings.admin_addr,
-            source,
+        let server = admin::server(listener, metrics_listener, state).map_err(|source| {
+            StartupError::Bind {
+                addr: admin.addr,
+                source,
+            }
         })?;
-        tracing::info!(%admin_addr, group = %settings.kafka.group, topic = %settings.kafka.topic, "service started");
+        tracing::info!(%admin_addr, %metrics_addr, group = %settings.kafka.group, topic = %settings.kafka.topic, "service started");
         Ok(Application {
             handle: AppHandle {
                 supervisor,
                 pool,
                 metrics,
                 admin_addr,
+                metrics_addr,
             },
             settings,
             consumer,
@@ -206,8 +217,7 @@ impl Application {
             },
         )
         .map_err(StartupError::Thread)?;
-        let server_handle = self.server.handle();
-        actix::spawn(self.server);
+        let server_handle = self.server.spawn();
         let supervisor = self.handle.supervisor.clone();
         actix::spawn(async move {
             wait_for_signal().await;
@@ -236,6 +246,14 @@ async fn wait_for_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// A listener on `addr` and the address it got (port 0 picks one).
+fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartupError> {
+    let error = |source| StartupError::Bind { addr, source };
+    let listener = TcpListener::bind(addr).map_err(error)?;
+    let bound = listener.local_addr().map_err(error)?;
+    Ok((listener, bound))
 }
 
 /// librdkafka names the property it rejects; so do we.

@@ -1,46 +1,167 @@
-//! The admin HTTP server: the operator's pages, the JSON API mirroring them, operator actions,
-//! `/metrics`, and the health endpoints.
+//! The admin HTTP servers: the operator's pages, the JSON API mirroring them and operator
+//! actions on the admin listener; `/metrics` and the health endpoints on it too, or on a
+//! listener of their own (`--metrics-addr`) so that the admin UI can stay private while
+//! Prometheus scrapes. Every response carries the security headers of [`CSP`] and its siblings.
+//! Page loads cannot starve record processing: the pages have their own database pool, the
+//! admin worker runs at a lower priority ([`ADMIN_WORKER_NICE`]), and refusals over a limit are
+//! sent late ([`OVER_LIMIT_DELAY`]).
 //!
-//! Layout: [`routes`] (handlers), [`pages`] (view models and templates), [`queries`] (database
-//! reads and the audit trail), [`auth`] (token, sessions, CSRF), [`sparkline`] (trend SVG).
+//! Layout: [`routes`] (handlers and the read gate), [`pages`]
+//! (view models and templates), [`queries`] (database reads and the audit trail) over [`pool`]
+//! (the admin's own connections), [`auth`] (token, CSRF) with [`sessions`] and [`throttle`],
+//! [`redirect`] (where a sign-in may lead), [`sparkline`] (trend SVG).
 
 pub mod auth;
 pub mod pages;
+pub mod pool;
 pub mod queries;
+pub mod redirect;
 mod routes;
+pub mod sessions;
 pub mod sparkline;
+pub mod throttle;
 
 use std::net::TcpListener;
 
 use actix::Addr;
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::http::header;
+use actix_web::middleware::{DefaultHeaders, from_fn};
 use actix_web::{App, HttpServer, web};
 use deadpool_postgres::Pool;
 
 use crate::actors::{Monitor, Supervisor};
 use crate::metrics::Metrics;
 
+/// No inline script or style, nothing from elsewhere, no framing by any page (SameSite cookies
+/// do not stop a page on another port of the same host from framing the UI).
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                       connect-src 'self'; form-action 'self'; frame-ancestors 'none'; \
+                       base-uri 'none'";
+
 /// What the handlers share.
 pub struct AdminState {
     pub supervisor: Addr<Supervisor>,
     pub monitor: Addr<Monitor>,
+    /// The consumer's pool: `/readyz` asks whether the consumer reaches its database, and an
+    /// action's audit line is written even while the pages keep their own pool busy.
     pub pool: Pool,
+    /// The pages' own pool (see [`pool`]).
+    pub pages_pool: Pool,
     pub metrics: Metrics,
     pub auth: auth::Auth,
+    /// Reading needs a sign-in too (`--admin-read-auth`).
+    pub read_auth: bool,
 }
 
-/// Builds the server on an already bound listener (port 0 works for tests).
-pub fn server(listener: TcpListener, state: AdminState) -> std::io::Result<actix_web::dev::Server> {
+/// How long a refusal for going over a limit (wrong tokens, anonymous page loads) waits before
+/// it is sent, so that a client ignoring `Retry-After` cannot turn the cheap refusals themselves
+/// into a flood: the wait holds a timer, not a thread.
+pub const OVER_LIMIT_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The scheduling priority (nice) of the admin server's worker: page loads, anonymous floods
+/// included, yield the CPU to record processing when both want it.
+pub const ADMIN_WORKER_NICE: i32 = 10;
+
+/// Sets the calling thread's nice value (Linux, where nice is per thread; elsewhere nothing).
+/// Raising it needs no privilege; lowering it again does.
+pub fn renice_this_thread(nice: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid has no preconditions; setpriority only reads its arguments and changes
+    // this thread's nice value.
+    unsafe {
+        let thread = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, thread, nice);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
+/// Headers on every response of both listeners (a handler's own `Cache-Control` wins).
+fn security_headers() -> DefaultHeaders {
+    DefaultHeaders::new()
+        .add((header::CONTENT_SECURITY_POLICY, CSP))
+        .add((header::X_FRAME_OPTIONS, "DENY"))
+        .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .add((header::REFERRER_POLICY, "no-referrer"))
+        // Pages carry CSRF tokens, payloads and peer addresses.
+        .add((header::CACHE_CONTROL, "no-store"))
+        .add(("cross-origin-opener-policy", "same-origin"))
+        .add(("cross-origin-resource-policy", "same-origin"))
+}
+
+/// The admin server and, with `--metrics-addr`, the metrics server.
+pub struct Servers {
+    servers: Vec<Server>,
+}
+
+/// Stops what [`Servers::spawn`] started.
+pub struct ServersHandle {
+    handles: Vec<ServerHandle>,
+}
+
+impl Servers {
+    /// Runs the servers on the current actix system.
+    pub fn spawn(self) -> ServersHandle {
+        let handles = self.servers.iter().map(Server::handle).collect();
+        for server in self.servers {
+            actix::spawn(server);
+        }
+        ServersHandle { handles }
+    }
+}
+
+impl ServersHandle {
+    pub async fn stop(&self, graceful: bool) {
+        for handle in &self.handles {
+            handle.stop(graceful).await;
+        }
+    }
+}
+
+/// Builds the servers on already bound listeners (port 0 works for tests): the admin UI on
+/// `admin`, `/metrics` and the health endpoints on `metrics`, or on `admin` when there is none.
+pub fn server(
+    admin: TcpListener,
+    metrics: Option<TcpListener>,
+    state: AdminState,
+) -> std::io::Result<Servers> {
     let state = web::Data::new(state);
-    let server = HttpServer::new(move || {
+    let shared = metrics.is_none();
+    let admin_state = state.clone();
+    let admin_server = HttpServer::new(move || {
+        // Runs on the worker's own thread, once as it starts.
+        renice_this_thread(ADMIN_WORKER_NICE);
         App::new()
-            .app_data(state.clone())
+            .app_data(admin_state.clone())
             .app_data(web::FormConfig::default().limit(16 * 1024))
-            .configure(routes::configure)
+            .configure(|config| {
+                if shared {
+                    routes::configure_metrics(config);
+                }
+                routes::configure_admin(config);
+            })
+            .wrap(from_fn(routes::read_gate))
+            .wrap(security_headers())
     })
     .workers(1)
     // Signals belong to the application: it leaves the Kafka group before stopping.
     .disable_signals()
-    .listen(listener)?
+    .listen(admin)?
     .run();
-    Ok(server)
+    let mut servers = vec![admin_server];
+    if let Some(listener) = metrics {
+        let metrics_server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .configure(routes::configure_metrics)
+                .wrap(security_headers())
+        })
+        .workers(1)
+        .disable_signals()
+        .listen(listener)?
+        .run();
+        servers.push(metrics_server);
+    }
+    Ok(Servers { servers })
 }

@@ -224,12 +224,13 @@ pub struct DeadLettersPage {
     pub partition: String,
     pub reason: String,
     pub reasons: Vec<String>,
-    pub total: i64,
+    /// How many match, or "more than …" past the count's cap.
+    pub total: String,
     pub rows: Vec<DeadLetterView>,
-    pub page: i64,
-    pub pages: i64,
-    pub previous: String,
-    pub next: String,
+    /// Links (empty: none): the first page, the page before, the page after.
+    pub newest: String,
+    pub newer: String,
+    pub older: String,
 }
 
 pub struct HistoryView {

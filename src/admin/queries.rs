@@ -1,5 +1,5 @@
-//! What the admin pages read from the database: dead letters, a ticket's history and the
-//! audit trail of operator actions. Every query is parameterised.
+//! What the admin pages read from the database: dead letters (by keyset pages), a ticket's
+//! history and the audit trail of operator actions. Every query is parameterised.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -9,6 +9,9 @@ use crate::inbox::PgInboxError;
 
 /// Rows per dead-letter page.
 pub const DEAD_LETTERS_PER_PAGE: i64 = 50;
+/// Dead letters counted at most for the "in all" figure: counting is a scan, and every
+/// anonymous page load would pay for it (10,000 cost PostgreSQL several times the page's rows).
+pub const DEAD_LETTER_COUNT_CAP: i64 = 1_000;
 /// Characters of a payload shown before it is cut.
 const PAYLOAD_PREVIEW_CHARS: usize = 2000;
 
@@ -26,68 +29,196 @@ pub struct DeadLetterRow {
     pub at: DateTime<Utc>,
 }
 
+/// A dead letter's place in the list (newest first): when it was stored, then partition and
+/// offset, descending. Letters stored by one transaction share a time but are of one
+/// partition, so the three tell every letter apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub at_micros: i64,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+impl Cursor {
+    pub fn of(row: &DeadLetterRow) -> Cursor {
+        Cursor {
+            at_micros: row.at.timestamp_micros(),
+            partition: row.partition,
+            offset: row.offset,
+        }
+    }
+
+    /// `<microseconds>.<partition>.<offset>`, as links carry it.
+    pub fn encode(&self) -> String {
+        format!("{}.{}.{}", self.at_micros, self.partition, self.offset)
+    }
+
+    pub fn parse(text: &str) -> Option<Cursor> {
+        let mut parts = text.split('.');
+        let cursor = Cursor {
+            at_micros: parts.next()?.parse().ok()?,
+            partition: parts.next()?.parse().ok()?,
+            offset: parts.next()?.parse().ok()?,
+        };
+        let valid = parts.next().is_none()
+            && DateTime::<Utc>::from_timestamp_micros(cursor.at_micros).is_some();
+        valid.then_some(cursor)
+    }
+
+    fn at(&self) -> DateTime<Utc> {
+        DateTime::<Utc>::from_timestamp_micros(self.at_micros).unwrap_or_default()
+    }
+}
+
+/// Which page of the list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Page {
+    /// The newest letters.
+    #[default]
+    Newest,
+    /// The letters just older than the cursor.
+    Older(Cursor),
+    /// The letters just newer than the cursor.
+    Newer(Cursor),
+}
+
 /// Filters of the dead-letter list.
 #[derive(Debug, Clone, Default)]
 pub struct DeadLetterFilter {
     pub partition: Option<i32>,
     pub reason: Option<String>,
-    pub page: i64,
+    pub page: Page,
 }
 
-const DEAD_LETTERS: &str = "SELECT topic, kafka_partition, kafka_offset, record_key, \
+/// A page of dead letters, newest first, and where the neighbouring pages start.
+#[derive(Debug, Clone)]
+pub struct DeadLetterPage {
+    pub rows: Vec<DeadLetterRow>,
+    pub older: Option<Cursor>,
+    pub newer: Option<Cursor>,
+}
+
+const DEAD_LETTER_COLUMNS: &str = "SELECT topic, kafka_partition, kafka_offset, record_key, \
         substring(payload FROM 1 FOR 8192), coalesce(octet_length(payload), 0)::bigint, \
-        reason, message, dead_lettered_at \
-     FROM dead_letters \
-     WHERE ($1::int IS NULL OR kafka_partition = $1) AND ($2::text IS NULL OR reason = $2) \
-     ORDER BY dead_lettered_at DESC, kafka_partition, kafka_offset DESC \
-     LIMIT $3 OFFSET $4";
+        reason, message, dead_lettered_at FROM dead_letters";
 
-const DEAD_LETTER_COUNT: &str = "SELECT count(*) FROM dead_letters \
-     WHERE ($1::int IS NULL OR kafka_partition = $1) AND ($2::text IS NULL OR reason = $2)";
+// Keyset pagination: a page reads its rows from the time index, however deep it is. The time
+// bound repeats the row comparison's first column so that the index serves it.
+const NEWEST_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
+       AND ($2::text IS NULL OR reason = $2) \
+     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $3";
 
-/// One page of dead letters, newest first, and how many match in all.
+const OLDER_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
+       AND ($2::text IS NULL OR reason = $2) \
+       AND dead_lettered_at <= $4 \
+       AND (dead_lettered_at, kafka_partition, kafka_offset) < ($4, $5, $6) \
+     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $3";
+
+const NEWER_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
+       AND ($2::text IS NULL OR reason = $2) \
+       AND dead_lettered_at >= $4 \
+       AND (dead_lettered_at, kafka_partition, kafka_offset) > ($4, $5, $6) \
+     ORDER BY dead_lettered_at, kafka_partition, kafka_offset LIMIT $3";
+
+/// Up to `limit` dead letters of `filter`'s page, newest first.
 pub async fn dead_letters(
     pool: &Pool,
     filter: &DeadLetterFilter,
-) -> Result<(Vec<DeadLetterRow>, i64), PgInboxError> {
+    limit: i64,
+) -> Result<DeadLetterPage, PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
-    let offset = (filter.page.max(1) - 1) * DEAD_LETTERS_PER_PAGE;
-    let list = client.prepare_cached(DEAD_LETTERS).await?;
-    let rows = client
-        .query(
-            &list,
+    // One more than shown: whether a page lies beyond.
+    let fetch = limit + 1;
+    let rows = match filter.page {
+        Page::Newest => {
+            let statement = client
+                .prepare_cached(&format!("{DEAD_LETTER_COLUMNS} {NEWEST_DEAD_LETTERS}"))
+                .await?;
+            client
+                .query(&statement, &[&filter.partition, &filter.reason, &fetch])
+                .await?
+        }
+        Page::Older(cursor) | Page::Newer(cursor) => {
+            let sql = match filter.page {
+                Page::Newer(_) => NEWER_DEAD_LETTERS,
+                _ => OLDER_DEAD_LETTERS,
+            };
+            let statement = client
+                .prepare_cached(&format!("{DEAD_LETTER_COLUMNS} {sql}"))
+                .await?;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+                &filter.partition,
+                &filter.reason,
+                &fetch,
+                &cursor.at(),
+                &cursor.partition,
+                &cursor.offset,
+            ];
+            client.query(&statement, &params).await?
+        }
+    };
+    let mut letters: Vec<DeadLetterRow> = rows.iter().map(dead_letter).collect();
+    let more = letters.len() as i64 > limit;
+    letters.truncate(usize::try_from(limit).unwrap_or(0));
+    if matches!(filter.page, Page::Newer(_)) {
+        letters.reverse();
+    }
+    let (first, last) = (
+        letters.first().map(Cursor::of),
+        letters.last().map(Cursor::of),
+    );
+    // Beside a page reached by a cursor there is always the page it came from.
+    let (older, newer) = match filter.page {
+        Page::Newest => (last.filter(|_| more), None),
+        Page::Older(_) => (last.filter(|_| more), first),
+        Page::Newer(_) => (last, first.filter(|_| more)),
+    };
+    Ok(DeadLetterPage {
+        rows: letters,
+        older,
+        newer,
+    })
+}
+
+fn dead_letter(row: &tokio_postgres::Row) -> DeadLetterRow {
+    let payload: Option<Vec<u8>> = row.get(4);
+    let key: Option<Vec<u8>> = row.get(3);
+    DeadLetterRow {
+        topic: row.get(0),
+        partition: row.get(1),
+        offset: row.get(2),
+        key: key.map(|k| String::from_utf8_lossy(&k).into_owned()),
+        payload_preview: preview(payload.as_deref().unwrap_or_default()),
+        payload_bytes: row.get(5),
+        reason: row.get(6),
+        message: row.get(7),
+        at: row.get(8),
+    }
+}
+
+const DEAD_LETTER_COUNT: &str = "SELECT count(*) FROM (SELECT 1 FROM dead_letters \
+     WHERE ($1::int IS NULL OR kafka_partition = $1) AND ($2::text IS NULL OR reason = $2) \
+     LIMIT $3) AS capped";
+
+/// How many dead letters match `filter`, counted up to [`DEAD_LETTER_COUNT_CAP`] + 1 (more
+/// than the cap means "more than that").
+pub async fn count_dead_letters(
+    pool: &Pool,
+    filter: &DeadLetterFilter,
+) -> Result<i64, PgInboxError> {
+    let client = pool.get().await.map_err(PgInboxError::Pool)?;
+    let statement = client.prepare_cached(DEAD_LETTER_COUNT).await?;
+    Ok(client
+        .query_one(
+            &statement,
             &[
                 &filter.partition,
                 &filter.reason,
-                &DEAD_LETTERS_PER_PAGE,
-                &offset,
+                &(DEAD_LETTER_COUNT_CAP + 1),
             ],
         )
-        .await?;
-    let count = client.prepare_cached(DEAD_LETTER_COUNT).await?;
-    let total: i64 = client
-        .query_one(&count, &[&filter.partition, &filter.reason])
         .await?
-        .get(0);
-    let letters = rows
-        .iter()
-        .map(|row| {
-            let payload: Option<Vec<u8>> = row.get(4);
-            let key: Option<Vec<u8>> = row.get(3);
-            DeadLetterRow {
-                topic: row.get(0),
-                partition: row.get(1),
-                offset: row.get(2),
-                key: key.map(|k| String::from_utf8_lossy(&k).into_owned()),
-                payload_preview: preview(payload.as_deref().unwrap_or_default()),
-                payload_bytes: row.get(5),
-                reason: row.get(6),
-                message: row.get(7),
-                at: row.get(8),
-            }
-        })
-        .collect();
-    Ok((letters, total))
+        .get(0))
 }
 
 fn preview(bytes: &[u8]) -> String {
@@ -178,4 +309,38 @@ pub async fn recent_actions(
             result: row.get(4),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_survives_a_link_and_rejects_anything_else() {
+        let cursor = Cursor {
+            at_micros: 1_790_000_000_123_456,
+            partition: 3,
+            offset: 42,
+        };
+        assert_eq!(Cursor::parse(&cursor.encode()), Some(cursor));
+        for text in [
+            "",
+            "1.2",
+            "1.2.3.4",
+            "a.b.c",
+            "1.2.x",
+            "9223372036854775807.0.0",
+        ] {
+            assert_eq!(Cursor::parse(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_preview_cuts_long_payloads_on_a_character_boundary() {
+        let long = "é".repeat(PAYLOAD_PREVIEW_CHARS + 5);
+        let shown = preview(long.as_bytes());
+        assert_eq!(shown.chars().count(), PAYLOAD_PREVIEW_CHARS + 1);
+        assert!(shown.ends_with('…'));
+        assert_eq!(preview(b"short"), "short");
+    }
 }

@@ -122,6 +122,11 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "4,64",
           value_parser = clap::value_parser!(i32).range(1..=64))]
     pub backlog_partitions: Vec<i32>,
+    /// Measure only how anonymous clients loading the heaviest admin page slow record
+    /// processing (with and without them, --events records a phase), and write that section
+    /// of the report.
+    #[arg(long)]
+    pub admin_load: bool,
     /// A short smoke run: 1 s of latency, a 4 s outage over --events records; the numbers
     /// mean little.
     #[arg(long)]

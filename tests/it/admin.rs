@@ -86,7 +86,7 @@ async fn every_page_and_api_route_answers() {
         "/fragments/partition-rows",
         "/partitions/0",
         "/dead-letters",
-        "/dead-letters?partition=0&reason=not_json&page=1",
+        "/dead-letters?partition=0&reason=not_json",
         "/tickets/ticket-42",
         "/tickets?ticket_id=ticket-42",
         "/login",
@@ -255,7 +255,7 @@ async fn without_a_token_the_admin_is_read_only() {
     let db = test_database().await;
     let kafka = TestKafka::start(1);
     let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
-    settings.admin_token = None;
+    settings.admin.token = None;
     let app = spawn_app_with(settings).await;
     app.wait_assigned(1).await;
     let addr = addr(&app);
@@ -294,14 +294,23 @@ async fn bad_paths_and_parameters_get_a_4xx_with_a_message() {
         ("/partitions/-1", 400, "non-negative integer"),
         ("/partitions/99999999999", 400, "non-negative integer"),
         ("/partitions/5", 404, "not assigned"),
-        ("/dead-letters?page=0", 400, "page must be"),
-        ("/dead-letters?page=abc", 400, "page must be"),
+        (
+            "/dead-letters?page=2",
+            400,
+            "page numbers are not supported",
+        ),
+        ("/dead-letters?before=abc", 400, "not a dead-letter cursor"),
+        ("/dead-letters?before=1.0.0&after=1.0.0", 400, "not both"),
         ("/dead-letters?reason=%3Cscript%3E", 400, "unknown reason"),
         ("/dead-letters?partition=x", 400, "non-negative integer"),
         ("/tickets?ticket_id=", 400, "ticket id is required"),
         ("/no/such/page", 404, "nothing at"),
         ("/api/partitions/abc", 400, "non-negative integer"),
-        ("/api/dead-letters?page=-3", 400, "page must be"),
+        (
+            "/api/dead-letters?after=1.2",
+            400,
+            "not a dead-letter cursor",
+        ),
         ("/api/nothing", 404, "nothing at"),
     ];
     for (path, status, message) in cases {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use history_consumer::actors::messages::GetStatus;
 use history_consumer::actors::status::{PartitionView, ServiceStatus};
+use history_consumer::config::admin::AdminSettings;
 use history_consumer::config::{KafkaSettings, RuntimeSettings, Settings};
 use history_consumer::startup::{AppHandle, Application};
 
@@ -31,8 +32,13 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
             ],
         },
         database_url: db_url.to_owned(),
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        admin_token: Some("test-admin-token".into()),
+        admin: AdminSettings {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            token: Some("test-admin-token".into()),
+            // Tests poll the API far faster than a person would; one test checks the limit.
+            anonymous_reads_per_sec: 0,
+            ..AdminSettings::default()
+        },
         runtime: RuntimeSettings {
             commit_interval: Duration::from_millis(100),
             drain_timeout: Duration::from_secs(3),

@@ -301,7 +301,8 @@ async fn a_failed_commit_is_an_error_and_stores_nothing_of_the_batch() {
     let failed = process_batch(&db.pool, &items).await;
 
     let error = failed.expect_err("the commit fails");
-    assert!(error.to_string().contains("refused at commit"), "{error}");
+    let text = history_consumer::error_text::chain(&error);
+    assert!(text.contains("refused at commit"), "{text}");
     assert_eq!(stored(&db).await, (0, 0, 0));
     let retried = process_batch(&db.pool, &items[..1]).await.unwrap();
     assert_eq!(retried, [Applied]);

@@ -1,6 +1,8 @@
 //! The operator's path through a real browser (headless Chromium): a database outage makes a
 //! partition stuck, the overview shows it first and highlighted, the operator opens it, signs
-//! in, presses "retry now" once the database is back, and sees it running again.
+//! in, presses "retry now" once the database is back, and sees it running again — with the
+//! stylesheet and the refresh script working under the Content-Security-Policy. With
+//! `--admin-read-auth`, the browser signs in first and lands on the page it asked for.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,7 +10,7 @@ use std::time::Duration;
 use history_consumer::stuck::StuckRules;
 
 use crate::app::{spawn_app_with, test_settings};
-use crate::helpers::own_database;
+use crate::helpers::{own_database, test_database};
 use crate::helpers::{unique_name, wait_for};
 use crate::http::get;
 use crate::kafka::{TestKafka, numbered_event};
@@ -63,6 +65,11 @@ async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_
 
     let browser = Browser::start().await;
     browser.goto(&format!("http://{admin}/")).await;
+    // The stylesheet is a file of its own under the Content-Security-Policy: it still applies.
+    assert_eq!(
+        browser.css_value("header", "background-color").await,
+        "rgba(17, 24, 39, 1)"
+    );
     let first_row = browser
         .attribute("#partition-rows tr", "data-partition")
         .await;
@@ -122,6 +129,19 @@ async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_
     .await;
     app.wait_committed(&kafka, &[6, 4]).await;
     browser.goto(&format!("http://{admin}/")).await;
+    // The refresh script (external, allowed by the policy) replaces the rows in place.
+    browser
+        .execute("document.querySelector('#partition-rows tr').setAttribute('data-stale', '1')")
+        .await;
+    wait_for(
+        Duration::from_secs(10),
+        "the overview script to refresh the rows",
+        || async {
+            let stale = browser.find("#partition-rows tr[data-stale]").await;
+            stale.is_none().then_some(())
+        },
+    )
+    .await;
     browser.screenshot(&artifact("overview-healed.png")).await;
     assert_eq!(
         browser.text("tr[data-partition='1'] .state").await,
@@ -129,5 +149,43 @@ async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_
     );
     let audit = get(&admin, "/api/actions").await.json();
     assert_eq!(audit["actions"][0]["action"], "retry_now");
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn with_read_auth_the_browser_signs_in_first_and_lands_on_the_page_it_asked_for() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
+    settings.admin.read_auth = true;
+    let app = spawn_app_with(settings).await;
+    app.wait_assigned(1).await;
+    let admin = app.handle.admin_addr.to_string();
+    let producer = kafka.producer();
+    kafka.send(&producer, Some(0), "k", b"not json").await;
+    app.wait_committed(&kafka, &[1]).await;
+
+    let browser = Browser::start().await;
+    browser
+        .goto(&format!("http://{admin}/dead-letters?partition=0"))
+        .await;
+    browser.wait_for_element("#token").await;
+    assert!(
+        browser.current_url().await.contains("/login?next="),
+        "{}",
+        browser.current_url().await
+    );
+    browser.type_into("#token", "test-admin-token").await;
+    browser.click("#sign-in").await;
+    browser.wait_for_element("#dead-letters").await;
+    assert!(
+        browser
+            .current_url()
+            .await
+            .ends_with(&format!("{admin}/dead-letters?partition=0"))
+    );
+    assert!(browser.text("#dead-letters").await.contains("not_json"));
+    browser.click("#logout").await;
+    browser.wait_for_element("#token").await;
     app.shutdown().await;
 }

@@ -130,9 +130,33 @@ fn compose(env_file: &Path, args: &[&str]) -> Command {
     command
 }
 
+/// The one setting the compose file has no default for.
+const COMPOSE_TOKEN: &str = "HISTORY_ADMIN_TOKEN=compose-test-admin-token";
+
 #[test]
-fn docker_compose_accepts_the_compose_file_with_nothing_but_its_defaults() {
+fn docker_compose_refuses_to_start_without_an_admin_token() {
     let env_file = tempfile::NamedTempFile::new().expect("an empty env file");
+    let ran = run_bounded(
+        compose(env_file.path(), &["config", "-q"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        !ran.success(),
+        "config passed without a token: {}",
+        ran.describe()
+    );
+    assert!(
+        ran.stderr
+            .contains("set HISTORY_ADMIN_TOKEN to a random admin token"),
+        "{}",
+        ran.describe()
+    );
+}
+
+#[test]
+fn docker_compose_accepts_the_compose_file_with_its_defaults_and_an_admin_token() {
+    let env_file = tempfile::NamedTempFile::new().expect("an env file");
+    std::fs::write(env_file.path(), format!("{COMPOSE_TOKEN}\n")).expect("write the env file");
     let quiet = run_ok(
         compose(env_file.path(), &["config", "-q"]),
         "docker-compose config -q",
@@ -179,7 +203,9 @@ fn docker_compose_accepts_the_compose_file_with_nothing_but_its_defaults() {
             3,
         ),
         ("HISTORY_ADMIN_ADDR: 0.0.0.0:8080", 3),
-        ("HISTORY_ADMIN_TOKEN: local-admin-token", 3),
+        ("HISTORY_METRICS_ADDR: 0.0.0.0:9100", 3),
+        ("HISTORY_ADMIN_TOKEN: compose-test-admin-token", 3),
+        ("HISTORY_ADMIN_READ_AUTH: \"true\"", 3),
         ("condition: service_completed_successfully", 3),
         ("POSTGRES_DB: history", 1),
         ("image: postgres:15", 1),
@@ -206,11 +232,11 @@ fn docker_compose_accepts_the_compose_file_with_nothing_but_its_defaults() {
         );
     }
 
-    // Prometheus scrapes exactly the consumer services.
+    // Prometheus scrapes exactly the consumer services, on their metrics port.
     let consumers: BTreeSet<String> = services
         .iter()
         .filter(|s| s.starts_with("history-"))
-        .map(|s| format!("{s}:8080"))
+        .map(|s| format!("{s}:9100"))
         .collect();
     let targets: BTreeSet<String> = read(PROMETHEUS_CONFIG)
         .lines()
@@ -264,6 +290,21 @@ fn the_dockerfile_declares_two_stages_and_a_non_root_user() {
                 "COPY {source}: excluded by .dockerignore"
             );
         }
+    }
+}
+
+#[test]
+fn the_image_serves_metrics_and_health_apart_from_the_admin_ui() {
+    let dockerfile = read("Dockerfile");
+    for expected in [
+        "HISTORY_ADMIN_ADDR=0.0.0.0:8080",
+        "HISTORY_METRICS_ADDR=0.0.0.0:9100",
+        "EXPOSE 8080 9100",
+    ] {
+        assert!(
+            dockerfile.contains(expected),
+            "{expected} in the Dockerfile"
+        );
     }
 }
 
@@ -606,7 +647,7 @@ async fn every_metric_the_dashboard_and_the_rules_query_is_exported_by_a_live_se
     settings.runtime.batch_size = 2;
     let app = spawn_app_with(settings).await;
     app.wait_assigned(1).await;
-    let addr = app.handle.admin_addr.to_string();
+    let addr = app.handle.metrics_addr.to_string();
     // A story that creates every labelled series: applied, a republished duplicate, a dead
     // letter, and a partition whose fetching pauses (paused by the operator, queue full).
     let producer = kafka.producer();
@@ -669,7 +710,8 @@ async fn operator(app: &TestApp, partition: i32, action: PartitionAction) {
 
 // ----- the compose health check ---------------------------------------------------------------
 
-/// The consumer's health check command from the compose file, aimed at `port`.
+/// The consumer's health check command from the compose file (on the metrics port), aimed at
+/// `port`.
 fn health_check(port: u16) -> Command {
     let compose = read(COMPOSE_FILE);
     let line = compose
@@ -683,7 +725,7 @@ fn health_check(port: u16) -> Command {
     assert_eq!(argv[0], "CMD", "{argv:?}");
     let mut command = Command::new(&argv[1]);
     for arg in &argv[2..] {
-        command.arg(arg.replace("127.0.0.1/8080", &format!("127.0.0.1/{port}")));
+        command.arg(arg.replace("127.0.0.1/9100", &format!("127.0.0.1/{port}")));
     }
     command
 }
@@ -696,13 +738,21 @@ async fn healthy(port: u16) -> bool {
     .expect("health check task")
 }
 
+/// Settings as compose sets them: metrics apart, reading behind a sign-in.
+fn compose_like(db_url: &str, kafka: &TestKafka) -> history_consumer::config::Settings {
+    let mut settings = test_settings(db_url, kafka, &unique_name("group"));
+    settings.admin.metrics_addr = Some("127.0.0.1:0".parse().unwrap());
+    settings.admin.read_auth = true;
+    settings
+}
+
 #[actix_web::test]
 async fn the_compose_health_check_passes_on_a_ready_consumer_and_fails_without_one() {
     let db = test_database().await;
     let kafka = TestKafka::start(1);
-    let app = spawn_app_with(test_settings(&db.url, &kafka, &unique_name("group"))).await;
+    let app = spawn_app_with(compose_like(&db.url, &kafka)).await;
     app.wait_assigned(1).await;
-    let port = app.handle.admin_addr.port();
+    let port = app.handle.metrics_addr.port();
     assert!(
         healthy(port).await,
         "the health check fails on a ready consumer"
@@ -839,7 +889,7 @@ async fn prometheus_evaluates_every_panel_and_alert_against_a_consumer_through_a
     // A cluster of its own: this test stops it.
     let (mut cluster, url) = own_database("deploy").await;
     let kafka = TestKafka::start(3);
-    let mut settings = test_settings(&url, &kafka, &unique_name("group"));
+    let mut settings = compose_like(&url, &kafka);
     settings.runtime.stuck = StuckRules {
         unknown_age: Duration::from_secs(2),
         stall: Duration::from_secs(5),
@@ -850,7 +900,7 @@ async fn prometheus_evaluates_every_panel_and_alert_against_a_consumer_through_a
     settings.runtime.batch_size = 4;
     let app = spawn_app_with(settings).await;
     app.wait_assigned(3).await;
-    let target = app.handle.admin_addr.to_string();
+    let target = app.handle.metrics_addr.to_string();
     let prometheus = Prometheus::start(&target).await;
     wait_for(Duration::from_secs(30), "the first scrape", || async {
         let up = prometheus.query("up{job=\"history-consumer\"} == 1").await;
@@ -881,7 +931,7 @@ async fn prometheus_evaluates_every_panel_and_alert_against_a_consumer_through_a
     prometheus
         .wait_alert("HistoryDeadLetters", &["firing"])
         .await;
-    let ready_port = app.handle.admin_addr.port();
+    let ready_port = app.handle.metrics_addr.port();
     assert!(healthy(ready_port).await, "healthy before the outage");
 
     // The database goes away: Unknowns pile up, partition 0 fills its backlog and pauses.

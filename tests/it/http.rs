@@ -31,9 +31,41 @@ pub async fn request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Response {
-    let mut stream = tokio::net::TcpStream::connect(addr)
+    let stream = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connect to the admin server");
+    exchange(stream, addr, method, path, headers, body).await
+}
+
+/// Sends one request to `addr` from the loopback address `from` (any of 127.0.0.0/8), as
+/// another client would.
+pub async fn request_from(
+    from: std::net::Ipv4Addr,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Response {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind((from, 0).into())
+        .unwrap_or_else(|e| panic!("bind to {from}: {e}"));
+    let stream = socket
+        .connect(addr.parse().expect("an IPv4 host:port"))
+        .await
+        .expect("connect to the admin server");
+    exchange(stream, addr, method, path, headers, body).await
+}
+
+async fn exchange(
+    mut stream: tokio::net::TcpStream,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Response {
     let mut text = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()

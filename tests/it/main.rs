@@ -3,6 +3,7 @@
 //! real producer.
 
 mod admin;
+mod admin_security;
 mod app;
 mod batch;
 mod batching;

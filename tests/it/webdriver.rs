@@ -170,6 +170,30 @@ impl Browser {
         .to_owned()
     }
 
+    /// The computed value of a CSS property of the element matching `css`.
+    pub async fn css_value(&self, css: &str, property: &str) -> String {
+        let element = self.element(css).await;
+        self.command(
+            "GET",
+            &format!("/element/{element}/css/{property}"),
+            &Value::Null,
+        )
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    /// Runs `script` in the page (as the test, not as the page: CSP does not apply to it).
+    pub async fn execute(&self, script: &str) -> Value {
+        self.command(
+            "POST",
+            "/execute/sync",
+            &json!({ "script": script, "args": [] }),
+        )
+        .await
+    }
+
     pub async fn current_url(&self) -> String {
         self.command("GET", "/url", &Value::Null)
             .await

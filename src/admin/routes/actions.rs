@@ -1,6 +1,7 @@
 //! Operator actions on a partition, from a signed-in form or with a bearer token.
 
 use super::*;
+use crate::admin::auth::bearer_token;
 
 /// Why an action was not carried out.
 pub(super) enum Refused {
@@ -56,7 +57,8 @@ pub(super) async fn partition_action(
             error_page(&state, &request, StatusCode::BAD_REQUEST, message)
         }
         Err(Refused::Denied(denied)) => {
-            error_page(&state, &request, denied_status(&denied), denied.to_string())
+            tarpit(&denied).await;
+            denied_response(&state, &request, &denied, false, "")
         }
         Err(Refused::NotOwned(error)) => {
             error_page(&state, &request, StatusCode::CONFLICT, error.to_string())
@@ -73,15 +75,18 @@ pub(super) async fn api_partition_action(
     let (partition, action) = path.into_inner();
     // The API authenticates with the bearer token only: a session cookie is not enough here,
     // so a cross-site request can never act through it.
-    if request.headers().get(header::AUTHORIZATION).is_none() {
+    if bearer_token(&request).is_none() {
         let denied = if state.auth.read_only() {
             Denied::ReadOnly
         } else {
-            Denied::WrongToken
+            Denied::NotSignedIn
         };
-        return json_error(
-            denied_status(&denied),
-            format!("{denied}; send Authorization: Bearer <token>"),
+        return denied_response(
+            &state,
+            &request,
+            &denied,
+            true,
+            "; send Authorization: Bearer <token>",
         );
     }
     match act(&state, &request, &partition, &action, None).await {
@@ -89,7 +94,10 @@ pub(super) async fn api_partition_action(
             "partition": partition, "action": action, "result": "ok"
         })),
         Err(Refused::BadRequest(message)) => json_error(StatusCode::BAD_REQUEST, message),
-        Err(Refused::Denied(denied)) => json_error(denied_status(&denied), denied.to_string()),
+        Err(Refused::Denied(denied)) => {
+            tarpit(&denied).await;
+            denied_response(&state, &request, &denied, true, "")
+        }
         Err(Refused::NotOwned(error)) => json_error(StatusCode::CONFLICT, error.to_string()),
     }
 }

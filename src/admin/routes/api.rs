@@ -41,11 +41,20 @@ pub(super) async fn api_dead_letters(
         Ok(f) => f,
         Err(message) => return json_error(StatusCode::BAD_REQUEST, message),
     };
-    match queries::dead_letters(&state.pool, &filter).await {
-        Ok((rows, total)) => HttpResponse::Ok().json(serde_json::json!({
-            "total": total, "page": filter.page, "per_page": DEAD_LETTERS_PER_PAGE, "dead_letters": rows
+    match pages::dead_letters_and_count(&state, &filter).await {
+        // `older` and `newer` are cursors for `before=` and `after=`.
+        Ok((page, total)) => HttpResponse::Ok().json(serde_json::json!({
+            "total": total.min(DEAD_LETTER_COUNT_CAP),
+            "total_capped": total > DEAD_LETTER_COUNT_CAP,
+            "per_page": DEAD_LETTERS_PER_PAGE,
+            "older": page.older.map(|c| c.encode()),
+            "newer": page.newer.map(|c| c.encode()),
+            "dead_letters": page.rows,
         })),
-        Err(error) => json_error(StatusCode::SERVICE_UNAVAILABLE, error.to_string()),
+        Err(error) => {
+            let (status, message) = query_failed("dead letters", &error);
+            json_error(status, message)
+        }
     }
 }
 
@@ -55,18 +64,24 @@ pub(super) async fn api_ticket(state: State, path: web::Path<String>) -> HttpRes
         Ok(t) => t,
         Err(message) => return json_error(StatusCode::BAD_REQUEST, message),
     };
-    match queries::ticket_history(&state.pool, &ticket_id).await {
+    match queries::ticket_history(&state.pages_pool, &ticket_id).await {
         Ok(rows) => {
             HttpResponse::Ok().json(serde_json::json!({ "ticket_id": ticket_id, "history": rows }))
         }
-        Err(error) => json_error(StatusCode::SERVICE_UNAVAILABLE, error.to_string()),
+        Err(error) => {
+            let (status, message) = query_failed("ticket history", &error);
+            json_error(status, message)
+        }
     }
 }
 
 #[get("/api/actions")]
 pub(super) async fn api_actions(state: State) -> HttpResponse {
-    match queries::recent_actions(&state.pool, None, 100).await {
+    match queries::recent_actions(&state.pages_pool, None, 100).await {
         Ok(rows) => HttpResponse::Ok().json(serde_json::json!({ "actions": rows })),
-        Err(error) => json_error(StatusCode::SERVICE_UNAVAILABLE, error.to_string()),
+        Err(error) => {
+            let (status, message) = query_failed("audit trail", &error);
+            json_error(status, message)
+        }
     }
 }

@@ -1,12 +1,16 @@
 //! Handlers. Pages and their JSON twins read the monitor's overview and the database; actions
 //! are POST only and go through [`super::auth`]. Bad input gets a 4xx with a message, a
-//! database that is down a 503 — never a 500.
+//! database that is down or slow a 503 with a generic message (the detail goes to the log) —
+//! never a 500.
 //!
 //! Layout: [`pages`] (HTML), [`session`] (sign in and out), [`actions`] (operator actions),
-//! [`api`] (JSON); this file holds the shared plumbing and the health endpoints.
+//! [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`] (stylesheet and script); this
+//! file holds the shared plumbing and the health endpoints.
 
 mod actions;
 mod api;
+mod assets;
+mod gate;
 mod pages;
 mod session;
 
@@ -16,26 +20,40 @@ use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
 use askama::Template;
 use serde::Deserialize;
 
-use super::AdminState;
 use super::auth::{Denied, Principal};
 use super::pages::{
     AuditView, BacklogView, DeadLetterView, DeadLettersPage, ErrorPage, HistoryView, Layout,
     LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment, RecentView, RowView, TicketPage,
     human_duration,
 };
-use super::queries::{self, DEAD_LETTERS_PER_PAGE, DeadLetterFilter};
+use super::queries::{
+    self, Cursor, DEAD_LETTER_COUNT_CAP, DEAD_LETTERS_PER_PAGE, DeadLetterFilter, DeadLetterPage,
+    Page,
+};
+use super::redirect::safe_next;
+use super::{AdminState, OVER_LIMIT_DELAY};
 use crate::actors::messages::GetOverview;
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
 use crate::actors::monitor::Overview;
 use crate::domain::{MAX_EVENT_ID_CHARS, RejectReason};
+use crate::error_text::chain;
+use crate::inbox::PgInboxError;
+use tokio_postgres::error::SqlState;
+
+pub(super) use gate::read_gate;
 
 pub(super) type State = web::Data<AdminState>;
 
-pub fn configure(config: &mut web::ServiceConfig) {
+/// `/metrics`, `/healthz` and `/readyz`: never behind a sign-in.
+pub fn configure_metrics(config: &mut web::ServiceConfig) {
+    config.service(healthz).service(readyz).service(metrics);
+}
+
+/// The admin UI and its API; the paths [`gate::exempt`] names stay open with `--admin-read-auth`.
+pub fn configure_admin(config: &mut web::ServiceConfig) {
     config
-        .service(healthz)
-        .service(readyz)
-        .service(metrics)
+        .service(assets::stylesheet)
+        .service(assets::overview_script)
         .service(pages::overview_page)
         .service(pages::partition_rows)
         .service(pages::partition_page)
@@ -111,7 +129,64 @@ pub(super) fn denied_status(denied: &Denied) -> StatusCode {
     match denied {
         Denied::ReadOnly | Denied::Csrf => StatusCode::FORBIDDEN,
         Denied::NotSignedIn | Denied::WrongToken => StatusCode::UNAUTHORIZED,
+        Denied::Throttled { .. } | Denied::TooManyReads { .. } => StatusCode::TOO_MANY_REQUESTS,
     }
+}
+
+/// Waits [`OVER_LIMIT_DELAY`] when `denied` is for going over a limit.
+pub(super) async fn tarpit(denied: &Denied) {
+    if matches!(
+        denied,
+        Denied::Throttled { .. } | Denied::TooManyReads { .. }
+    ) {
+        actix_web::rt::time::sleep(OVER_LIMIT_DELAY).await;
+    }
+}
+
+/// A refusal as a page or as JSON, with `Retry-After` when throttled and the bearer challenge
+/// for the API.
+pub(super) fn denied_response(
+    state: &AdminState,
+    request: &HttpRequest,
+    denied: &Denied,
+    json: bool,
+    hint: &str,
+) -> HttpResponse {
+    let mut response = if json {
+        json_error(denied_status(denied), format!("{denied}{hint}"))
+    } else {
+        error_page(state, request, denied_status(denied), denied.to_string())
+    };
+    let headers = response.headers_mut();
+    if let Denied::Throttled { retry_after_secs } | Denied::TooManyReads { retry_after_secs } =
+        denied
+    {
+        headers.insert(header::RETRY_AFTER, (*retry_after_secs).into());
+    }
+    if json && matches!(denied, Denied::NotSignedIn | Denied::WrongToken) {
+        headers.insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"history-consumer admin\""),
+        );
+    }
+    response
+}
+
+/// Logs a failed admin query with its detail; the status and the generic text for the client
+/// (database errors can carry names, values and addresses).
+pub(super) fn query_failed(what: &'static str, error: &PgInboxError) -> (StatusCode, &'static str) {
+    tracing::warn!(what, error = %chain(error), "admin query failed");
+    let message = match error {
+        PgInboxError::Db(db) if db.code() == Some(&SqlState::QUERY_CANCELED) => {
+            "the database took too long to answer (statement timeout); narrow the filter or \
+             try again"
+        }
+        PgInboxError::Pool(deadpool_postgres::PoolError::Timeout(_)) => {
+            "the admin pages are busy; try again in a moment"
+        }
+        _ => "the database is unavailable right now; the service log has the details",
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, message)
 }
 
 pub(super) fn parse_partition(text: &str) -> Result<i32, String> {
@@ -156,16 +231,6 @@ pub(super) async fn overview_of(state: &AdminState) -> Option<Overview> {
     state.monitor.send(GetOverview).await.ok().flatten()
 }
 
-/// A local redirect target only (no open redirect).
-pub(super) fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
-            path.to_owned()
-        }
-        _ => "/".to_owned(),
-    }
-}
-
 pub(super) fn see_other(location: &str) -> HttpResponse {
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, location))
@@ -185,6 +250,12 @@ pub(super) async fn not_found(state: State, request: HttpRequest) -> HttpRespons
 pub(super) struct DeadLetterQuery {
     partition: Option<String>,
     reason: Option<String>,
+    /// Letters older than this cursor.
+    before: Option<String>,
+    /// Letters newer than this cursor.
+    after: Option<String>,
+    /// Offset pages are gone (a deep one made PostgreSQL skip every row above it); refused so
+    /// that a script paging by number does not loop over the first page forever.
     page: Option<String>,
 }
 
@@ -203,13 +274,22 @@ impl DeadLetterQuery {
                     .to_owned(),
             ),
         };
-        let page = match self.page.as_deref().map(str::trim) {
-            None | Some("") => 1,
-            Some(text) => text
-                .parse::<i64>()
-                .ok()
-                .filter(|p| (1..=100_000).contains(p))
-                .ok_or_else(|| format!("page must be a number from 1, got {:?}", truncate(text)))?,
+        if self.page.is_some() {
+            return Err(
+                "page numbers are not supported: follow the `before` and `after` \
+                        cursors of the older and newer links"
+                    .into(),
+            );
+        }
+        let cursor = |text: &str| {
+            Cursor::parse(text.trim())
+                .ok_or_else(|| format!("not a dead-letter cursor: {:?}", truncate(text)))
+        };
+        let page = match (self.before.as_deref(), self.after.as_deref()) {
+            (Some(_), Some(_)) => return Err("give `before` or `after`, not both".into()),
+            (Some(text), None) => Page::Older(cursor(text)?),
+            (None, Some(text)) => Page::Newer(cursor(text)?),
+            (None, None) => Page::Newest,
         };
         Ok(DeadLetterFilter {
             partition,

@@ -12,9 +12,9 @@ pub(super) async fn overview_page(state: State, request: HttpRequest) -> HttpRes
             "the service is shutting down",
         );
     };
-    let (audit, audit_error) = match queries::recent_actions(&state.pool, None, 10).await {
+    let (audit, audit_error) = match queries::recent_actions(&state.pages_pool, None, 10).await {
         Ok(rows) => (AuditView::list(rows), String::new()),
-        Err(error) => (Vec::new(), error.to_string()),
+        Err(error) => (Vec::new(), query_failed("audit trail", &error).1.to_owned()),
     };
     html(
         StatusCode::OK,
@@ -73,22 +73,21 @@ pub(super) async fn partition_page(
     };
     let filter = DeadLetterFilter {
         partition: Some(partition),
-        reason: None,
-        page: 1,
+        ..DeadLetterFilter::default()
     };
-    let (dead_letters, dead_letters_error) = match queries::dead_letters(&state.pool, &filter).await
-    {
-        Ok((rows, _)) => (
-            DeadLetterView::list(rows.into_iter().take(10).collect()),
-            String::new(),
-        ),
-        Err(error) => (Vec::new(), error.to_string()),
-    };
-    let (audit, audit_error) = match queries::recent_actions(&state.pool, Some(partition), 10).await
-    {
-        Ok(rows) => (AuditView::list(rows), String::new()),
-        Err(error) => (Vec::new(), error.to_string()),
-    };
+    let (dead_letters, dead_letters_error) =
+        match queries::dead_letters(&state.pages_pool, &filter, 10).await {
+            Ok(page) => (DeadLetterView::list(page.rows), String::new()),
+            Err(error) => (
+                Vec::new(),
+                query_failed("dead letters", &error).1.to_owned(),
+            ),
+        };
+    let (audit, audit_error) =
+        match queries::recent_actions(&state.pages_pool, Some(partition), 10).await {
+            Ok(rows) => (AuditView::list(rows), String::new()),
+            Err(error) => (Vec::new(), query_failed("audit trail", &error).1.to_owned()),
+        };
     let actor = summary.view.actor.as_ref();
     html(
         StatusCode::OK,
@@ -116,15 +115,35 @@ pub(super) async fn partition_page(
     )
 }
 
-pub(super) fn dead_letter_link(filter: &DeadLetterFilter, page: i64) -> String {
-    let mut link = format!("/dead-letters?page={page}");
+/// The list's link to `page` under the same filter.
+pub(super) fn dead_letter_link(filter: &DeadLetterFilter, page: Page) -> String {
+    let mut query = Vec::new();
     if let Some(p) = filter.partition {
-        link.push_str(&format!("&partition={p}"));
+        query.push(format!("partition={p}"));
     }
     if let Some(r) = &filter.reason {
-        link.push_str(&format!("&reason={r}"));
+        query.push(format!("reason={r}"));
     }
-    link
+    match page {
+        Page::Newest => {}
+        Page::Older(cursor) => query.push(format!("before={}", cursor.encode())),
+        Page::Newer(cursor) => query.push(format!("after={}", cursor.encode())),
+    }
+    if query.is_empty() {
+        "/dead-letters".to_owned()
+    } else {
+        format!("/dead-letters?{}", query.join("&"))
+    }
+}
+
+/// A page of dead letters and how many match (up to the cap).
+pub(super) async fn dead_letters_and_count(
+    state: &AdminState,
+    filter: &DeadLetterFilter,
+) -> Result<(DeadLetterPage, i64), PgInboxError> {
+    let page = queries::dead_letters(&state.pages_pool, filter, DEAD_LETTERS_PER_PAGE).await?;
+    let total = queries::count_dead_letters(&state.pages_pool, filter).await?;
+    Ok((page, total))
 }
 
 #[get("/dead-letters")]
@@ -137,18 +156,17 @@ pub(super) async fn dead_letters_page(
         Ok(f) => f,
         Err(message) => return error_page(&state, &request, StatusCode::BAD_REQUEST, message),
     };
-    let (rows, total) = match queries::dead_letters(&state.pool, &filter).await {
+    let (page, total) = match dead_letters_and_count(&state, &filter).await {
         Ok(found) => found,
         Err(error) => {
-            return error_page(
-                &state,
-                &request,
-                StatusCode::SERVICE_UNAVAILABLE,
-                error.to_string(),
-            );
+            let (status, message) = query_failed("dead letters", &error);
+            return error_page(&state, &request, status, message);
         }
     };
-    let pages = ((total + DEAD_LETTERS_PER_PAGE - 1) / DEAD_LETTERS_PER_PAGE).max(1);
+    let link = |page: Option<Page>| {
+        page.map(|p| dead_letter_link(&filter, p))
+            .unwrap_or_default()
+    };
     html(
         StatusCode::OK,
         &DeadLettersPage {
@@ -159,20 +177,15 @@ pub(super) async fn dead_letters_page(
                 .iter()
                 .map(|r| r.as_str().to_owned())
                 .collect(),
-            total,
-            rows: DeadLetterView::list(rows),
-            page: filter.page,
-            pages,
-            previous: if filter.page > 1 {
-                dead_letter_link(&filter, filter.page - 1)
+            total: if total > DEAD_LETTER_COUNT_CAP {
+                format!("more than {DEAD_LETTER_COUNT_CAP}")
             } else {
-                String::new()
+                total.to_string()
             },
-            next: if filter.page < pages {
-                dead_letter_link(&filter, filter.page + 1)
-            } else {
-                String::new()
-            },
+            rows: DeadLetterView::list(page.rows),
+            newest: link((filter.page != Page::Newest).then_some(Page::Newest)),
+            newer: link(page.newer.map(Page::Newer)),
+            older: link(page.older.map(Page::Older)),
         },
     )
 }
@@ -215,7 +228,7 @@ pub(super) async fn render_ticket(
         Ok(t) => t,
         Err(message) => return error_page(state, request, StatusCode::BAD_REQUEST, message),
     };
-    match queries::ticket_history(&state.pool, &ticket_id).await {
+    match queries::ticket_history(&state.pages_pool, &ticket_id).await {
         Ok(rows) => html(
             StatusCode::OK,
             &TicketPage {
@@ -224,11 +237,9 @@ pub(super) async fn render_ticket(
                 rows: HistoryView::list(rows),
             },
         ),
-        Err(error) => error_page(
-            state,
-            request,
-            StatusCode::SERVICE_UNAVAILABLE,
-            error.to_string(),
-        ),
+        Err(error) => {
+            let (status, message) = query_failed("ticket history", &error);
+            error_page(state, request, status, message)
+        }
     }
 }

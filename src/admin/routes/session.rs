@@ -36,21 +36,28 @@ pub(super) async fn login(
     form: web::Form<LoginForm>,
 ) -> HttpResponse {
     let next = safe_next(form.next.as_deref());
-    match state.auth.sign_in(&form.token) {
+    match state.auth.sign_in(&request, &form.token) {
         Ok(cookie) => HttpResponse::SeeOther()
             .insert_header((header::LOCATION, next))
             .cookie(cookie)
             .finish(),
+        // Auth logged and counted the refusal.
         Err(denied) => {
-            tracing::warn!(peer = ?request.peer_addr(), "admin sign-in refused");
-            html(
+            tarpit(&denied).await;
+            let mut response = html(
                 denied_status(&denied),
                 &LoginPage {
                     layout: layout(&state, &request, "Sign in"),
                     message: denied.to_string(),
                     next,
                 },
-            )
+            );
+            if let Denied::Throttled { retry_after_secs } = denied {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, retry_after_secs.into());
+            }
+            response
         }
     }
 }
@@ -62,7 +69,8 @@ pub(super) async fn logout(
     form: web::Form<CsrfForm>,
 ) -> HttpResponse {
     if let Err(denied) = state.auth.authorize(&request, form.csrf.as_deref()) {
-        return error_page(&state, &request, denied_status(&denied), denied.to_string());
+        tarpit(&denied).await;
+        return denied_response(&state, &request, &denied, false, "");
     }
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/"))

@@ -104,7 +104,7 @@ pub async fn run(
 /// Offers `plan.latency_load` of `rate` for at most `plan.latency_window` (and at most a quarter
 /// of the run's `records`, so the topic stays within the broker's retention) while watching
 /// the commits; the produce-to-commit latency of those records.
-async fn steady_latency(
+pub(super) async fn steady_latency(
     plan: &Plan,
     topic: &Topic,
     workload: &mut Workload,

@@ -9,6 +9,7 @@
 //! goes to `spawn_blocking`. No timing is ever asserted: a phase fails only when it stalls or
 //! its rows differ from the unique events it published.
 
+mod admin_load;
 mod backlog;
 mod database;
 mod end_to_end;
@@ -40,6 +41,7 @@ use self::probe::CpuSnapshot;
 use self::report::{Backlog, CeilingResult, Report, RunResult, Setup};
 use self::workload::{Workload, event_of};
 
+pub use self::admin_load::{BOUND_P99, BOUND_THROUGHPUT, SECTION_END, SECTION_START};
 pub use self::render::NOTES_MARKER;
 
 /// B = 1 runs at most this many records (one transaction each would take long).
@@ -150,8 +152,12 @@ impl Plan {
     }
 }
 
-/// Runs the benchmark, prints the table and writes the report.
+/// Runs the benchmark, prints the table and writes the report (with `--admin-load`, only the
+/// admin page load and its section).
 pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
+    if args.admin_load {
+        return admin_load::run(&args).await;
+    }
     let plan = Plan::from_args(&args);
     let written_at = chrono::Utc::now();
     println!(

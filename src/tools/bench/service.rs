@@ -13,6 +13,7 @@ use super::measure::CommitTimeline;
 use super::probe::CpuSnapshot;
 use crate::actors::messages::GetStatus;
 use crate::actors::status::ServiceStatus;
+use crate::config::admin::AdminSettings;
 use crate::config::{KafkaSettings, RuntimeSettings, Settings};
 use crate::error_text::chain;
 use crate::startup::{AppHandle, Application, StartupError};
@@ -50,8 +51,10 @@ pub fn settings(brokers: &str, topic: &str, database_url: &str, batch_size: usiz
             ],
         },
         database_url: database_url.to_owned(),
-        admin_addr: ([127, 0, 0, 1], 0).into(),
-        admin_token: None,
+        admin: AdminSettings {
+            addr: ([127, 0, 0, 1], 0).into(),
+            ..AdminSettings::default()
+        },
         runtime: RuntimeSettings {
             batch_size,
             partition_queue: defaults.partition_queue.max(batch_size),
@@ -87,6 +90,11 @@ impl Service {
             handle: app.handle(),
             task: actix_web::rt::spawn(app.run_until_stopped()),
         }
+    }
+
+    /// Where its admin UI listens.
+    pub fn admin_addr(&self) -> std::net::SocketAddr {
+        self.handle.admin_addr
     }
 
     /// The service's own pool on its database.

@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::actors::messages::GetStatus;
 use crate::actors::status::ServiceStatus;
 use crate::backoff::Backoff;
+use crate::config::admin::AdminSettings;
 use crate::config::{KafkaSettings, RuntimeSettings, Settings};
 use crate::error_text::chain;
 use crate::startup::{AppHandle, Application, StartupError};
@@ -163,8 +164,11 @@ fn demo_settings(
             ],
         },
         database_url: database_url.to_owned(),
-        admin_addr,
-        admin_token: Some(token.to_owned()),
+        admin: AdminSettings {
+            addr: admin_addr,
+            token: Some(token.into()),
+            ..AdminSettings::default()
+        },
         runtime: RuntimeSettings {
             commit_interval: Duration::from_millis(500),
             drain_timeout: Duration::from_secs(3),

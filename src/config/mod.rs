@@ -3,13 +3,15 @@
 //!
 //! Every `run` flag can also come from an environment variable (`HISTORY_*`); flags win.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
 
+pub mod admin;
+
 use crate::backoff::Backoff;
 use crate::stuck::StuckRules;
+use admin::{AdminArgs, AdminSettings};
 
 /// Where the Kafka topic is and which consumer group to join.
 #[derive(Debug, Clone, Args)]
@@ -42,12 +44,8 @@ pub struct RunArgs {
     /// PostgreSQL URL of the service's own database, e.g. postgres://user:pw@host/history.
     #[arg(long, env = "HISTORY_DATABASE_URL")]
     pub database_url: String,
-    /// Address of the admin UI, /metrics and the health endpoints.
-    #[arg(long, env = "HISTORY_ADMIN_ADDR", default_value = "127.0.0.1:8080")]
-    pub admin_addr: SocketAddr,
-    /// Token that unlocks admin actions; without it the admin UI is read-only.
-    #[arg(long, env = "HISTORY_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    #[command(flatten)]
+    pub admin: AdminArgs,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -181,8 +179,7 @@ impl KafkaSettings {
 pub struct Settings {
     pub kafka: KafkaSettings,
     pub database_url: String,
-    pub admin_addr: SocketAddr,
-    pub admin_token: Option<String>,
+    pub admin: AdminSettings,
     pub runtime: RuntimeSettings,
 }
 
@@ -239,8 +236,7 @@ impl Settings {
         let settings = Settings {
             kafka,
             database_url: args.database_url,
-            admin_addr: args.admin_addr,
-            admin_token: args.admin_token,
+            admin: AdminSettings::from_args(args.admin)?,
             runtime: RuntimeSettings {
                 max_unresolved: tuning.max_unresolved,
                 retry: Backoff {
@@ -309,12 +305,7 @@ impl Settings {
                 crate::error_text::chain(&e),
             )
         })?;
-        if self.admin_token.as_deref().is_some_and(|t| t.len() < 8) {
-            return Err(ConfigError::new(
-                "--admin-token / HISTORY_ADMIN_TOKEN",
-                "must be at least 8 characters",
-            ));
-        }
+        self.admin.validate()?;
         let rt = &self.runtime;
         if rt.max_unresolved == 0 {
             return Err(ConfigError::new(
@@ -429,8 +420,70 @@ mod tests {
         assert_eq!(settings.kafka.brokers, "localhost:9092");
         assert_eq!(settings.kafka.topic, "tickets.status.v1");
         assert_eq!(settings.kafka.group, "history");
-        assert_eq!(settings.admin_addr.to_string(), "127.0.0.1:8080");
-        assert!(settings.admin_token.is_none());
+        assert_eq!(settings.admin.addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(settings.admin.metrics_addr, None);
+        assert!(settings.admin.token.is_none());
+        assert!(!settings.admin.read_auth);
+        assert!(!settings.admin.secure_cookie);
+    }
+
+    #[test]
+    fn the_admin_flags_reach_the_settings() {
+        let settings = run_args(&[
+            "--admin-addr",
+            "0.0.0.0:8080",
+            "--metrics-addr",
+            "0.0.0.0:9100",
+            "--admin-token",
+            "0123456789abcdef",
+            "--admin-read-auth",
+            "--admin-secure-cookie",
+            "--admin-session-idle-secs",
+            "60",
+            "--admin-session-max-secs",
+            "600",
+            "--admin-db-pool-size",
+            "3",
+            "--admin-statement-timeout-ms",
+            "500",
+        ])
+        .unwrap();
+        let admin = &settings.admin;
+        assert_eq!(
+            admin.separate_metrics_addr(),
+            Some(([0, 0, 0, 0], 9100).into())
+        );
+        assert_eq!(
+            admin.token.as_ref().map(|t| t.expose()),
+            Some("0123456789abcdef")
+        );
+        assert!(admin.read_auth && admin.secure_cookie);
+        assert_eq!(admin.session_idle, Duration::from_secs(60));
+        assert_eq!(admin.session_max, Duration::from_secs(600));
+        assert_eq!(admin.db_pool_size, 3);
+        assert_eq!(admin.statement_timeout, Duration::from_millis(500));
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("0123456789abcdef"), "{shown}");
+    }
+
+    #[test]
+    fn the_token_is_given_one_way_only() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "0123456789abcdef\n").unwrap();
+        let path = file.path().to_str().unwrap();
+        let settings = run_args(&["--admin-token-file", path]).unwrap();
+        assert_eq!(
+            settings.admin.token.as_ref().map(|t| t.expose()),
+            Some("0123456789abcdef")
+        );
+        let both = run_args(&[
+            "--admin-token-file",
+            path,
+            "--admin-token",
+            "0123456789abcdef",
+        ]);
+        let error = both.unwrap_err();
+        assert!(error.contains("--admin-token"), "{error}");
     }
 
     #[test]
@@ -450,7 +503,7 @@ mod tests {
 
     #[test]
     fn each_bad_setting_names_its_key() {
-        let cases: [(&[&str], &str); 7] = [
+        let cases: [(&[&str], &str); 12] = [
             (&["--admin-addr", "nowhere"], "--admin-addr"),
             (
                 &["--kafka-option", "enable.auto.commit=true"],
@@ -471,6 +524,22 @@ mod tests {
                 "session.timeout.ms",
             ),
             (&["--admin-token", "short"], "--admin-token"),
+            (&["--admin-token", "fifteen-chars-x"], "--admin-token"),
+            (&["--admin-read-auth"], "--admin-read-auth"),
+            (
+                &["--admin-token-file", "/nonexistent/admin-token"],
+                "--admin-token-file",
+            ),
+            (
+                &[
+                    "--admin-session-idle-secs",
+                    "600",
+                    "--admin-session-max-secs",
+                    "60",
+                ],
+                "--admin-session-max-secs",
+            ),
+            (&["--admin-db-pool-size", "0"], "--admin-db-pool-size"),
             (
                 &["--database-url", "postgres://host:notaport/db"],
                 "--database-url",

@@ -1,0 +1,309 @@
+//! The admin surface's settings: where it listens, the token and how it is given, whether reading
+//! needs a sign-in, the session cookie, and the admin pages' own database pool. The flags are
+//! flattened into `run`'s; each check names the key to fix.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::config::ConfigError;
+
+/// Characters an admin token has at least.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+const TOKEN_KEY: &str = "--admin-token / HISTORY_ADMIN_TOKEN";
+const TOKEN_FILE_KEY: &str = "--admin-token-file / HISTORY_ADMIN_TOKEN_FILE";
+
+/// A secret string: never shown by `Debug` or `Display`; [`Secret::expose`] is the one way out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Secret {
+        Secret::new(value)
+    }
+}
+
+fn parse_secret(text: &str) -> Result<Secret, String> {
+    Ok(Secret::new(text))
+}
+
+/// The admin flags of `run`.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// Address of the admin UI and its JSON API (and of /metrics and the health endpoints
+    /// unless --metrics-addr moves them).
+    #[arg(long, env = "HISTORY_ADMIN_ADDR", default_value = "127.0.0.1:8080")]
+    pub admin_addr: SocketAddr,
+    /// Address of /metrics, /healthz and /readyz, so that Prometheus can scrape while the admin
+    /// UI stays private. Default: the admin address.
+    #[arg(long, env = "HISTORY_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Token that unlocks admin actions (at least 16 characters); without one the admin UI is
+    /// read-only. Prefer the environment variable or --admin-token-file: a flag is visible to
+    /// every local user in /proc/<pid>/cmdline.
+    #[arg(long, env = "HISTORY_ADMIN_TOKEN", hide_env_values = true,
+          value_parser = parse_secret, conflicts_with = "admin_token_file")]
+    pub admin_token: Option<Secret>,
+    /// A file holding the admin token (a trailing newline is ignored), e.g. a mounted secret.
+    #[arg(long, env = "HISTORY_ADMIN_TOKEN_FILE", value_name = "PATH")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Require a sign-in (or the bearer token) for reading the pages and the JSON API too, not
+    /// only for acting; /metrics, /healthz and /readyz stay open. Needs a token.
+    #[arg(long, env = "HISTORY_ADMIN_READ_AUTH")]
+    pub admin_read_auth: bool,
+    /// Mark the session cookie `Secure` (with the `__Host-` prefix): only for an admin UI served
+    /// over HTTPS, e.g. behind a TLS-terminating proxy.
+    #[arg(long, env = "HISTORY_ADMIN_SECURE_COOKIE")]
+    pub admin_secure_cookie: bool,
+    /// A session not used for this many seconds ends.
+    #[arg(long, env = "HISTORY_ADMIN_SESSION_IDLE_SECS", default_value_t = 30 * 60)]
+    pub admin_session_idle_secs: u64,
+    /// A session ends this many seconds after sign-in, used or not.
+    #[arg(long, env = "HISTORY_ADMIN_SESSION_MAX_SECS", default_value_t = 12 * 3600)]
+    pub admin_session_max_secs: u64,
+    /// PostgreSQL connections of the admin pages (apart from the consumer's --db-pool-size).
+    #[arg(long, env = "HISTORY_ADMIN_DB_POOL_SIZE", default_value_t = 2)]
+    pub admin_db_pool_size: usize,
+    /// Longest an admin page's query may run, in milliseconds (PostgreSQL statement_timeout).
+    #[arg(
+        long,
+        env = "HISTORY_ADMIN_STATEMENT_TIMEOUT_MS",
+        default_value_t = 2000
+    )]
+    pub admin_statement_timeout_ms: u64,
+    /// Page loads per second of readers who did not sign in, over all addresses (twice that at
+    /// once; half of it per address); beyond, 429. 0: no limit.
+    #[arg(
+        long,
+        env = "HISTORY_ADMIN_ANONYMOUS_READS_PER_SEC",
+        default_value_t = 20
+    )]
+    pub admin_anonymous_reads_per_sec: u32,
+}
+
+/// The admin surface, checked.
+#[derive(Debug, Clone)]
+pub struct AdminSettings {
+    pub addr: SocketAddr,
+    /// `None`: /metrics and the health endpoints are served on `addr`.
+    pub metrics_addr: Option<SocketAddr>,
+    pub token: Option<Secret>,
+    pub read_auth: bool,
+    pub secure_cookie: bool,
+    pub session_idle: Duration,
+    pub session_max: Duration,
+    pub db_pool_size: usize,
+    pub statement_timeout: Duration,
+    /// 0: no limit.
+    pub anonymous_reads_per_sec: u32,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        AdminSettings {
+            addr: ([127, 0, 0, 1], 8080).into(),
+            metrics_addr: None,
+            token: None,
+            read_auth: false,
+            secure_cookie: false,
+            session_idle: Duration::from_secs(30 * 60),
+            session_max: Duration::from_secs(12 * 3600),
+            db_pool_size: 2,
+            statement_timeout: Duration::from_secs(2),
+            anonymous_reads_per_sec: 20,
+        }
+    }
+}
+
+impl AdminSettings {
+    /// Reads the token file, if one is named, and checks the result.
+    pub fn from_args(args: AdminArgs) -> Result<AdminSettings, ConfigError> {
+        let token = match (&args.admin_token, &args.admin_token_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    format!("{TOKEN_KEY} and {TOKEN_FILE_KEY}"),
+                    "give the token one way only",
+                ));
+            }
+            (_, Some(path)) => Some(read_token_file(path)?),
+            (token, None) => token.clone(),
+        };
+        if token.is_some() && args.admin_token_file.is_none() && token_flag_on_command_line() {
+            tracing::warn!(
+                "the admin token was given as a command-line flag, which every local user can \
+                 read in /proc; use HISTORY_ADMIN_TOKEN or --admin-token-file instead"
+            );
+        }
+        let settings = AdminSettings {
+            addr: args.admin_addr,
+            metrics_addr: args.metrics_addr,
+            token,
+            read_auth: args.admin_read_auth,
+            secure_cookie: args.admin_secure_cookie,
+            session_idle: Duration::from_secs(args.admin_session_idle_secs),
+            session_max: Duration::from_secs(args.admin_session_max_secs),
+            db_pool_size: args.admin_db_pool_size,
+            statement_timeout: Duration::from_millis(args.admin_statement_timeout_ms),
+            anonymous_reads_per_sec: args.admin_anonymous_reads_per_sec,
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// The metrics listener's address when it is not the admin listener's (port 0 always is:
+    /// it asks for a port of its own).
+    pub fn separate_metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+            .filter(|addr| *addr != self.addr || addr.port() == 0)
+    }
+
+    /// Checks that name the key to fix.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(token) = &self.token {
+            check_token(token.expose()).map_err(|message| ConfigError::new(TOKEN_KEY, message))?;
+        }
+        if self.read_auth && self.token.is_none() {
+            return Err(ConfigError::new(
+                "--admin-read-auth / HISTORY_ADMIN_READ_AUTH",
+                format!("needs {TOKEN_KEY} or {TOKEN_FILE_KEY}: nobody could sign in to read"),
+            ));
+        }
+        if self.session_idle.is_zero() {
+            return Err(ConfigError::new(
+                "--admin-session-idle-secs / HISTORY_ADMIN_SESSION_IDLE_SECS",
+                "must be at least 1",
+            ));
+        }
+        if self.session_max < self.session_idle {
+            return Err(ConfigError::new(
+                "--admin-session-max-secs / HISTORY_ADMIN_SESSION_MAX_SECS",
+                format!(
+                    "{} s is shorter than the idle limit ({} s)",
+                    self.session_max.as_secs(),
+                    self.session_idle.as_secs()
+                ),
+            ));
+        }
+        if self.db_pool_size == 0 {
+            return Err(ConfigError::new(
+                "--admin-db-pool-size / HISTORY_ADMIN_DB_POOL_SIZE",
+                "must be at least 1",
+            ));
+        }
+        if self.statement_timeout < Duration::from_millis(10) {
+            return Err(ConfigError::new(
+                "--admin-statement-timeout-ms / HISTORY_ADMIN_STATEMENT_TIMEOUT_MS",
+                "must be at least 10",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a token must look like; the message says what is wrong.
+fn check_token(token: &str) -> Result<(), String> {
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Err(format!("must be at least {MIN_TOKEN_CHARS} characters"));
+    }
+    if token.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        // A header value or a form field would not carry it intact.
+        return Err("must not contain spaces or control characters".into());
+    }
+    Ok(())
+}
+
+fn read_token_file(path: &std::path::Path) -> Result<Secret, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        ConfigError::new(
+            TOKEN_FILE_KEY,
+            format!("cannot read {}: {error}", path.display()),
+        )
+    })?;
+    let token = text.trim_end_matches(['\n', '\r']);
+    check_token(token).map_err(|message| {
+        ConfigError::new(
+            TOKEN_FILE_KEY,
+            format!("the token in {}: {message}", path.display()),
+        )
+    })?;
+    Ok(Secret::new(token))
+}
+
+/// Whether this process was started with `--admin-token` on its command line.
+fn token_flag_on_command_line() -> bool {
+    std::env::args_os().any(|arg| {
+        arg.to_str()
+            .is_some_and(|a| a == "--admin-token" || a.starts_with("--admin-token="))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_never_shows_in_debug_output() {
+        let settings = AdminSettings {
+            token: Some(Secret::new("very-secret-admin-token")),
+            ..AdminSettings::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("very-secret"), "{shown}");
+        assert!(shown.contains("redacted"), "{shown}");
+    }
+
+    #[test]
+    fn tokens_are_long_and_plain() {
+        assert!(check_token("0123456789abcdef").is_ok());
+        assert!(check_token("0123456789abcde").is_err());
+        assert!(check_token("0123456789 abcdef").is_err());
+        assert!(check_token("0123456789abcdef\t").is_err());
+    }
+
+    #[test]
+    fn a_token_file_loses_its_trailing_newline() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, b"0123456789abcdef0123\n").unwrap();
+        let token = read_token_file(file.path()).unwrap();
+        assert_eq!(token.expose(), "0123456789abcdef0123");
+        let missing = read_token_file(std::path::Path::new("/nonexistent/token")).unwrap_err();
+        assert!(missing.key.contains("--admin-token-file"), "{missing}");
+    }
+
+    #[test]
+    fn metrics_on_the_admin_address_are_not_a_second_listener() {
+        let mut settings = AdminSettings {
+            metrics_addr: Some(([127, 0, 0, 1], 8080).into()),
+            ..AdminSettings::default()
+        };
+        assert_eq!(settings.separate_metrics_addr(), None);
+        settings.metrics_addr = Some(([0, 0, 0, 0], 9100).into());
+        assert_eq!(
+            settings.separate_metrics_addr(),
+            Some(([0, 0, 0, 0], 9100).into())
+        );
+        settings.addr = ([127, 0, 0, 1], 0).into();
+        settings.metrics_addr = Some(settings.addr);
+        assert_eq!(settings.separate_metrics_addr(), Some(settings.addr));
+    }
+}
