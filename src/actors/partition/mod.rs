@@ -250,7 +250,7 @@ impl PartitionActor {
             event_id,
             outcome: executed.outcome,
             duplicate: executed.duplicate,
-            detail: executed.error.clone(),
+            detail: executed.error.as_deref().map(str::to_owned),
             at: Utc::now(),
         });
     }
