@@ -11,13 +11,22 @@ use super::{Origin, PgInboxError};
 use crate::domain::DuplicateCause;
 use crate::domain::TicketEvent;
 
-/// One primary-key lookup per id, pipelined on one connection: unlike `= ANY($1)`, whose
-/// cached plan can stay a sequential scan made while the inbox was empty, this stays an index
-/// lookup however the table grows.
-const FIRST_SEEN: &str = "SELECT i.event_id, i.first_partition, i.first_offset, \
-            h.ticket_id, h.from_status, h.to_status, h.changed_at \
-     FROM inbox i LEFT JOIN history_events h ON h.event_id = i.event_id \
-     WHERE i.event_id = $1";
+/// Where each of several event ids was first seen, in one statement: per id a primary-key
+/// lookup in a LATERAL subquery. The `LIMIT 1` keeps the planner from turning it into a join:
+/// a cached generic plan of `JOIN unnest($1)` or `= ANY($1)` made while the inbox is empty is
+/// a hash join over a sequential scan of the whole inbox (EXPLAIN with
+/// `plan_cache_mode = force_generic_plan`), where this stays an index lookup per id however
+/// the table grows. One statement per batch instead of one per duplicate: replaying a topic
+/// the inbox already holds ran 256 lookups per batch, each a statement of its own.
+const FIRST_SEEN: &str = "SELECT d.event_id, f.first_partition, f.first_offset, \
+            f.ticket_id, f.from_status, f.to_status, f.changed_at \
+     FROM unnest($1::text[]) AS d (event_id) \
+     CROSS JOIN LATERAL ( \
+         SELECT i.first_partition, i.first_offset, \
+                h.ticket_id, h.from_status, h.to_status, h.changed_at \
+         FROM inbox i LEFT JOIN history_events h ON h.event_id = i.event_id \
+         WHERE i.event_id = d.event_id \
+         LIMIT 1) AS f";
 
 /// What the database remembers of an event id.
 struct FirstSeen {
@@ -57,17 +66,14 @@ pub async fn classify_many(
     }
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(FIRST_SEEN).await?;
-    let statement = &statement;
-    let client = &client;
-    let lookups = duplicates
+    let mut ids: Vec<&str> = duplicates
         .iter()
-        .map(|(event, _)| async move { client.query_opt(statement, &[&event.event_id]).await });
+        .map(|(event, _)| event.event_id.as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
     let mut seen: HashMap<String, FirstSeen> = HashMap::new();
-    for row in futures::future::try_join_all(lookups)
-        .await?
-        .into_iter()
-        .flatten()
-    {
+    for row in client.query(&statement, &[&ids]).await? {
         let stored = match (row.get(3), row.get(4), row.get(5), row.get(6)) {
             (Some(ticket), Some(from), Some(to), Some(at)) => Some((ticket, from, to, at)),
             _ => None,
