@@ -43,7 +43,8 @@ pub struct DatabaseWork {
 
 impl DatabaseWork {
     pub fn new(plan: &Plan, run_id: &str, duplicates: f64, sent: &[Sent]) -> DatabaseWork {
-        let workload = Workload::new(plan.seed, &format!("{run_id}-db"), duplicates);
+        // `evt-db<run>-`: not under the end-to-end run's prefix `evt-<run>-`, which may share the database.
+        let workload = Workload::new(plan.seed, &format!("db{run_id}"), duplicates);
         let prefix = workload.id_prefix();
         let mut shares: BTreeMap<i32, Vec<(TicketEvent, Origin)>> = BTreeMap::new();
         let mut unique = HashSet::new();
