@@ -115,6 +115,8 @@ pub struct Plan {
     pub inbox_rows: Vec<u64>,
     pub partition_counts: Vec<i32>,
     pub duplicate_shares: Vec<f64>,
+    /// How often the default case runs back to back (the median ratio is used).
+    pub anchor_repeats: usize,
     /// The share of the default case's rate offered while latency is measured.
     pub latency_load: f64,
     pub latency_warmup: Duration,
@@ -149,6 +151,7 @@ impl Plan {
             inbox_rows: inbox_rows.into_iter().filter(|rows| *rows > 0).collect(),
             partition_counts: args.partition_counts.clone(),
             duplicate_shares: args.duplicate_shares.clone(),
+            anchor_repeats: if args.quick { 1 } else { 3 },
             latency_load: 0.5,
             latency_warmup: Duration::from_secs(1),
             latency_window: Duration::from_secs(if args.quick { 1 } else { 5 }),
@@ -255,6 +258,7 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
             latency_load: plan.latency_load,
         },
         cases: measured.cases,
+        anchor_others: measured.anchor_others,
         anchor_again: measured.anchor_again,
         kafka_only: measured.kafka_only,
         latency: measured.latency,

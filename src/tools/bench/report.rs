@@ -165,6 +165,8 @@ pub struct Report {
     pub setup: Setup,
     /// Every end-to-end case, in the order run; the first is the anchor.
     pub cases: Vec<CaseResult>,
+    /// The anchor's other back-to-back runs (the one in `cases` had their median ratio).
+    pub anchor_others: Vec<CaseResult>,
     /// The anchor case run once more at the very end: how much the machine drifted.
     pub anchor_again: Option<Throughput>,
     /// Ceiling 1, on the anchor's topic.
@@ -434,6 +436,10 @@ pub(super) mod tests {
                     Some(300_000.0),
                 ),
                 case(|c| c.duplicates = 0.5, 120_000.0, Some(140_000.0)),
+            ],
+            anchor_others: vec![
+                case(|_| {}, 85_000.0, Some(100_000.0)),
+                case(|_| {}, 92_000.0, Some(98_000.0)),
             ],
             anchor_again: Some(throughput(87_000.0)),
             kafka_only: ceiling(1_000_000.0, 1),
