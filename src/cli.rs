@@ -36,9 +36,10 @@ pub enum Command {
     /// events, or a rate for a duration, with republished duplicates and malformed records.
     Produce(ProduceArgs),
     #[cfg(feature = "tools")]
-    /// Measure throughput against the database's ceiling with nothing running: an embedded
-    /// Kafka, a throwaway PostgreSQL with fsync on, the consumer at several batch sizes, and
-    /// memory with the database down; prints a table and writes BENCHMARKS.md.
+    /// Measure throughput against the database's ceiling as the work grows (batch sizes, a
+    /// filled inbox, more partitions, duplicates, a replay), latency and memory with the
+    /// database down, with nothing running: an embedded Kafka, a throwaway PostgreSQL with
+    /// fsync on; prints tables, judges the targets and writes BENCHMARKS.md with its plots.
     Bench(BenchArgs),
 }
 

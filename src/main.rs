@@ -7,6 +7,12 @@ use history_consumer::config::Settings;
 use history_consumer::startup::Application;
 use tracing_subscriber::EnvFilter;
 
+// jemalloc, not glibc's malloc: with glibc the service's CPU per record grew by ~40 % once the
+// process had run a while (heap fragmentation; malloc/free were a fifth of the actor thread's
+// samples), measured in BENCHMARKS.md's notes.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()

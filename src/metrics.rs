@@ -220,20 +220,30 @@ impl Metrics {
         String::from_utf8(buffer).expect("exposition is UTF-8")
     }
 
-    pub fn observe_outcome(&self, partition: i32, outcome: Outcome, elapsed: Duration) {
+    /// `count` records of one unit of work ended with `outcome`; the unit took `elapsed`
+    /// (observed once per record: the histogram is of database work per record).
+    pub fn observe_outcomes(
+        &self,
+        partition: i32,
+        outcome: Outcome,
+        count: u64,
+        elapsed: Duration,
+    ) {
         let f = &self.families;
         f.records
             .with_label_values(&[&partition.to_string(), outcome.as_str()])
-            .inc();
+            .inc_by(count);
         let histogram: Histogram = f.transaction.with_label_values(&[outcome.as_str()]);
-        histogram.observe(elapsed.as_secs_f64());
+        for _ in 0..count {
+            histogram.observe(elapsed.as_secs_f64());
+        }
     }
 
-    pub fn observe_duplicate(&self, partition: i32, cause: DuplicateCause) {
+    pub fn observe_duplicates(&self, partition: i32, cause: DuplicateCause, count: u64) {
         self.families
             .duplicates
             .with_label_values(&[&partition.to_string(), cause.as_str()])
-            .inc();
+            .inc_by(count);
     }
 
     pub fn observe_dead_letter(&self, partition: i32, reason: RejectReason) {

@@ -2,6 +2,7 @@
 //! inbox transaction, or a malformed record into `dead_letters`; a duplicate's cause after.
 //! Failures come back as the `Unknown` outcome, never as errors.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -88,8 +89,8 @@ impl Work {
 #[derive(Debug, Clone)]
 pub struct Executed {
     pub outcome: Outcome,
-    /// The error's text, for `Unknown`.
-    pub error: Option<String>,
+    /// The error's text, for `Unknown`; the records of a failed batch share one.
+    pub error: Option<Arc<str>>,
     /// For `Unknown`: the database could not be reached (or the work timed out), so the
     /// records are not the cause and may be retried together.
     pub unavailable: bool,
@@ -101,8 +102,8 @@ pub struct Executed {
 /// unclassified (its outcome is known already and stands).
 const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn timed_out(timeout: Duration) -> String {
-    format!("database work timed out after {} ms", timeout.as_millis())
+fn timed_out(timeout: Duration) -> Arc<str> {
+    format!("database work timed out after {} ms", timeout.as_millis()).into()
 }
 
 /// Executes `work` once, within `timeout`. Never fails: failures, including the timeout, are
@@ -130,12 +131,12 @@ pub async fn execute(pool: Pool, work: Work, timeout: Duration) -> Executed {
     }
 }
 
-async fn run(pool: &Pool, work: &Work) -> (Outcome, Option<String>, bool) {
+async fn run(pool: &Pool, work: &Work) -> (Outcome, Option<Arc<str>>, bool) {
     let failed = |error: PgInboxError| {
         let unavailable = error.is_unavailable();
         (
             Outcome::Unknown,
-            Some(crate::error_text::chain(&error)),
+            Some(crate::error_text::chain(&error).into()),
             unavailable,
         )
     };
@@ -178,7 +179,7 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) => {
             let unavailable = error.is_unavailable();
-            let text = crate::error_text::chain(&error);
+            let text = crate::error_text::chain(&error).into();
             return all_unknown(works.len(), text, unavailable, started);
         }
         Err(_) => return all_unknown(works.len(), timed_out(timeout), true, started),
@@ -231,7 +232,12 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
     executed
 }
 
-fn all_unknown(count: usize, error: String, unavailable: bool, started: Instant) -> Vec<Executed> {
+fn all_unknown(
+    count: usize,
+    error: Arc<str>,
+    unavailable: bool,
+    started: Instant,
+) -> Vec<Executed> {
     let elapsed = started.elapsed();
     (0..count)
         .map(|_| Executed {

@@ -51,10 +51,12 @@ impl Monitor {
         let wall = Utc::now();
         self.tracks
             .retain(|p, _| status.partitions.iter().any(|v| v.partition == *p));
+        // Taken, not cloned: a partition's view holds its whole Unknown backlog, and this runs
+        // every second.
         let mut partitions: Vec<PartitionSummary> = status
             .partitions
-            .iter()
-            .map(|view| self.summarise_partition(view.clone(), now, wall))
+            .into_iter()
+            .map(|view| self.summarise_partition(view, now, wall))
             .collect();
         partitions.sort_by_key(|p| (p.stuck.is_none(), p.view.partition));
         Overview {

@@ -2,6 +2,7 @@
 //! page and asserted on by tests.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -58,7 +59,9 @@ pub struct BacklogEntry {
     /// `None` for a dead letter whose storing failed.
     pub event_id: Option<String>,
     pub attempts: u32,
-    pub last_error: String,
+    /// Shared with the backlog entry (and the other records of its failed batch): a snapshot
+    /// of a full backlog copies no error text.
+    pub last_error: Arc<str>,
     pub first_seen: DateTime<Utc>,
     pub next_retry: DateTime<Utc>,
 }

@@ -145,7 +145,7 @@ impl From<&BacklogEntry> for BacklogView {
                 .clone()
                 .unwrap_or_else(|| "(dead letter)".into()),
             attempts: entry.attempts,
-            last_error: entry.last_error.clone(),
+            last_error: entry.last_error.to_string(),
             first_seen: time(entry.first_seen),
             next_retry: time(entry.next_retry),
         }

@@ -16,8 +16,6 @@
 //! Distinct event ids are inserted sorted, so that two batches sharing ids take their row locks
 //! in the same order and wait for each other instead of deadlocking.
 
-use std::collections::HashSet;
-
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 
@@ -92,16 +90,16 @@ pub async fn process_batch(
     let (events, letters) = plan(items);
     let mut transaction = Session::begin(pool).await?;
     let written = write(transaction.client(), &events, &letters).await;
-    let new_ids = match written {
+    let inserted = match written {
         // Nothing to commit (every event already stored, no dead letter): as SPEC §4's duplicate
         // path, the outcomes are known without a commit and the rollback is cleanup only.
-        Ok(new_ids) if new_ids.is_empty() && letters.is_empty() => {
+        Ok(inserted) if !inserted.contains(&true) && letters.is_empty() => {
             // Cleanup only: a failed rollback detaches the session and changes no outcome.
             let _ = transaction.rollback().await;
-            new_ids
+            inserted
         }
-        Ok(new_ids) => match transaction.commit().await {
-            Ok(()) => new_ids,
+        Ok(inserted) => match transaction.commit().await {
+            Ok(()) => inserted,
             Err(error) => {
                 let _ = transaction.rollback().await;
                 return Err(error);
@@ -112,7 +110,7 @@ pub async fn process_batch(
             return Err(error);
         }
     };
-    let outcomes = outcomes(items, &new_ids);
+    let outcomes = outcomes(items, &events, &inserted);
     debug_assert_eq!(outcomes.len(), items.len());
     Ok(outcomes)
 }
@@ -120,33 +118,42 @@ pub async fn process_batch(
 /// The first occurrence of each event id, sorted by id (one lock order for every batch), and
 /// the dead letters sorted by position.
 fn plan<'a>(items: &[BatchItem<'a>]) -> (Vec<(&'a TicketEvent, Origin)>, Vec<&'a DeadLetter>) {
-    let mut seen = HashSet::new();
-    let mut events = Vec::new();
+    let mut events = Vec::with_capacity(items.len());
     let mut letters = Vec::new();
-    for item in items {
+    for (index, item) in items.iter().enumerate() {
         match *item {
-            BatchItem::Event { event, origin } => {
-                if seen.insert(event.event_id.as_str()) {
-                    events.push((event, origin));
-                }
-            }
+            BatchItem::Event { event, origin } => events.push((index, event, origin)),
             BatchItem::DeadLetter(letter) => letters.push(letter),
         }
     }
-    events.sort_unstable_by(|a, b| a.0.event_id.cmp(&b.0.event_id));
+    // By id, and an id's occurrences in input order: the first one is kept.
+    events.sort_unstable_by(|a, b| a.1.event_id.cmp(&b.1.event_id).then(a.0.cmp(&b.0)));
+    events.dedup_by(|later, first| later.1.event_id == first.1.event_id);
     letters.sort_unstable_by(|a, b| {
         (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
     });
+    let events = events
+        .into_iter()
+        .map(|(_, event, origin)| (event, origin))
+        .collect();
     (events, letters)
 }
 
-/// The three inserts; returns the event ids whose marker this transaction inserted.
+/// Where `event_id` is in the planned events (sorted by id, each id once).
+fn position(events: &[(&TicketEvent, Origin)], event_id: &str) -> Option<usize> {
+    events
+        .binary_search_by(|(event, _)| event.event_id.as_str().cmp(event_id))
+        .ok()
+}
+
+/// The three inserts; returns, per planned event, whether this transaction inserted its
+/// marker.
 async fn write(
     client: &Object,
     events: &[(&TicketEvent, Origin)],
     letters: &[&DeadLetter],
-) -> Result<HashSet<String>, PgInboxError> {
-    let mut new_ids = HashSet::new();
+) -> Result<Vec<bool>, PgInboxError> {
+    let mut inserted = vec![false; events.len()];
     if !events.is_empty() {
         let ids: Vec<&str> = events.iter().map(|(e, _)| e.event_id.as_str()).collect();
         let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
@@ -156,14 +163,17 @@ async fn write(
             .query(&statement, &[&ids, &partitions, &offsets])
             .await?
         {
-            new_ids.insert(row.get::<_, String>(0));
+            if let Some(i) = position(events, row.get::<_, &str>(0)) {
+                inserted[i] = true;
+            }
         }
     }
 
     let fresh: Vec<&TicketEvent> = events
         .iter()
-        .map(|(event, _)| *event)
-        .filter(|event| new_ids.contains(&event.event_id))
+        .zip(&inserted)
+        .filter(|(_, inserted)| **inserted)
+        .map(|((event, _), _)| *event)
         .collect();
     if !fresh.is_empty() {
         let ids: Vec<&str> = fresh.iter().map(|e| e.event_id.as_str()).collect();
@@ -207,18 +217,25 @@ async fn write(
             )
             .await?;
     }
-    Ok(new_ids)
+    Ok(inserted)
 }
 
 /// Per item, in input order: only the first occurrence of a new id is `Applied`.
-fn outcomes(items: &[BatchItem<'_>], new_ids: &HashSet<String>) -> Vec<BatchOutcome> {
-    let mut seen = HashSet::new();
+fn outcomes(
+    items: &[BatchItem<'_>],
+    events: &[(&TicketEvent, Origin)],
+    inserted: &[bool],
+) -> Vec<BatchOutcome> {
+    let mut taken = vec![false; events.len()];
     items
         .iter()
         .map(|item| match item {
             BatchItem::Event { event, .. } => {
-                let first = seen.insert(event.event_id.as_str());
-                if first && new_ids.contains(&event.event_id) {
+                let new = position(events, &event.event_id).is_some_and(|i| {
+                    let first = !std::mem::replace(&mut taken[i], true);
+                    first && inserted[i]
+                });
+                if new {
                     BatchOutcome::Applied
                 } else {
                     BatchOutcome::AlreadyApplied
@@ -227,4 +244,82 @@ fn outcomes(items: &[BatchItem<'_>], new_ids: &HashSet<String>) -> Vec<BatchOutc
             BatchItem::DeadLetter(_) => BatchOutcome::DeadLettered,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::story::event_900;
+
+    fn event(id: &str) -> TicketEvent {
+        TicketEvent {
+            event_id: id.into(),
+            ..event_900()
+        }
+    }
+
+    fn at(offset: i64) -> Origin {
+        Origin {
+            partition: 0,
+            offset,
+        }
+    }
+
+    #[test]
+    fn the_plan_keeps_each_ids_first_occurrence_sorted_by_id() {
+        let (b, a, b_again) = (event("b"), event("a"), event("b"));
+        let items = [
+            BatchItem::Event {
+                event: &b,
+                origin: at(1),
+            },
+            BatchItem::Event {
+                event: &a,
+                origin: at(2),
+            },
+            BatchItem::Event {
+                event: &b_again,
+                origin: at(3),
+            },
+        ];
+        let (events, letters) = plan(&items);
+        let planned: Vec<(&str, i64)> = events
+            .iter()
+            .map(|(e, o)| (e.event_id.as_str(), o.offset))
+            .collect();
+        assert_eq!(planned, [("a", 2), ("b", 1)]);
+        assert!(letters.is_empty());
+        assert_eq!(position(&events, "b"), Some(1));
+        assert_eq!(position(&events, "c"), None);
+    }
+
+    #[test]
+    fn only_the_first_occurrence_of_an_inserted_id_is_applied() {
+        let (b, a, b_again) = (event("b"), event("a"), event("b"));
+        let items = [
+            BatchItem::Event {
+                event: &b,
+                origin: at(1),
+            },
+            BatchItem::Event {
+                event: &a,
+                origin: at(2),
+            },
+            BatchItem::Event {
+                event: &b_again,
+                origin: at(3),
+            },
+        ];
+        let (events, _) = plan(&items);
+        // "a" was stored before; "b" is new.
+        let outcomes = outcomes(&items, &events, &[false, true]);
+        assert_eq!(
+            outcomes,
+            [
+                BatchOutcome::Applied,
+                BatchOutcome::AlreadyApplied,
+                BatchOutcome::AlreadyApplied
+            ]
+        );
+    }
 }

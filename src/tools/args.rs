@@ -91,32 +91,48 @@ pub struct DemoArgs {
 /// Options of `bench`; the defaults are the documented benchmark.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Records published for each batch size (B = 1 gets at most 20,000), duplicates included.
+    /// Records published for each case (B = 1 gets at most 20,000), duplicates included.
     #[arg(long, default_value_t = 200_000,
           value_parser = clap::value_parser!(u64).range(100..=2_000_000))]
     pub events: u64,
-    /// Partitions of each run's topic (the embedded broker keeps about 5 MiB per partition).
+    /// Partitions of the default case's topic (the embedded broker keeps about 5 MiB per
+    /// partition).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(i32).range(1..=64))]
     pub partitions: i32,
-    /// Batch sizes to measure, comma separated; the last is the default B the targets are
-    /// about.
+    /// Batch sizes to measure, comma separated; the last is the default B every other case
+    /// runs at.
     #[arg(long, value_delimiter = ',', default_value = "1,32,256",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub batch_sizes: Vec<u32>,
-    /// Use this existing PostgreSQL database instead of a throwaway cluster (the backlog phase,
-    /// which stops the database, is then skipped), e.g. postgres://user:pw@host/bench.
+    /// Rows already in the inbox (and history) for the inbox-size cases, comma separated
+    /// (default 1000000,10000000; with --quick 10000,100000); 0 skips them.
+    #[arg(long, value_delimiter = ',',
+          value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
+    pub inbox_rows: Option<Vec<u64>>,
+    /// Partition counts of one member for the partition cases, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "4,16,64",
+          value_parser = clap::value_parser!(i32).range(1..=64))]
+    pub partition_counts: Vec<i32>,
+    /// Duplicate shares for the duplicate cases, comma separated (0 to 0.5); the lowest one's
+    /// topic is then re-read by a second consumer group (the all-replay case).
+    #[arg(long, value_delimiter = ',', default_value = "0,0.5", value_parser = parse_duplicate_share)]
+    pub duplicate_shares: Vec<f64>,
+    /// Use this existing PostgreSQL database instead of a throwaway cluster (the inbox-size
+    /// and backlog phases, which need their own databases and stop the server, are then
+    /// skipped), e.g. postgres://user:pw@host/bench.
     #[arg(long, hide_env_values = true)]
     pub database_url: Option<String>,
-    /// Where to write the report (its hand-written notes section is kept).
+    /// Where to write the report (its hand-written notes section is kept); the plots go to
+    /// the directory `benchmarks` beside it.
     #[arg(long, default_value = "BENCHMARKS.md")]
     pub output: std::path::PathBuf,
-    /// Share of records that republish an earlier event (0 to 0.5).
+    /// Share of records that republish an earlier event in every other case (0 to 0.5).
     #[arg(long, default_value_t = 0.10, value_parser = parse_duplicate_share)]
     pub duplicates: f64,
-    /// Records in the topic for the backlog phase with the database down (0 skips it).
-    #[arg(long, default_value_t = 120_000,
-          value_parser = clap::value_parser!(u64).range(0..=2_000_000))]
-    pub backlog_events: u64,
+    /// Records in the topic for the backlog phase with the database down (default: more than
+    /// the member can hold, at least 120,000; with --quick: --events); 0 skips it.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=2_000_000))]
+    pub backlog_events: Option<u64>,
     /// Partitions of the backlog phase's topic, comma separated: the phase runs once for each
     /// (memory with the database down grows with the partitions a member holds).
     #[arg(long, value_delimiter = ',', default_value = "4,64",
@@ -127,8 +143,8 @@ pub struct BenchArgs {
     /// of the report.
     #[arg(long)]
     pub admin_load: bool,
-    /// A short smoke run: 1 s of latency, a 4 s outage over --events records; the numbers
-    /// mean little.
+    /// The CI's smoke run: --events records everywhere, small inboxes, 1 s of latency, short
+    /// outages; every phase runs, the numbers mean little.
     #[arg(long)]
     pub quick: bool,
 }

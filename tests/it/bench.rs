@@ -1,6 +1,6 @@
-//! `history-consumer bench` (and `bench --admin-load`) as smoke tests: the real binary on a
-//! tiny workload, judged by the report it writes. No timing is asserted; the deadline only
-//! stops a hung run.
+//! `history-consumer bench --quick` (and `bench --admin-load`) as smoke tests, as CI runs them:
+//! the real binary on a tiny workload through every phase, judged by the report and the plots it
+//! writes. No timing is asserted; the deadline only stops a hung run.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use tokio::process::Command;
 use crate::helpers::unique_name;
 
 #[tokio::test]
-async fn a_quick_bench_writes_every_phase_and_target_and_keeps_the_notes() {
+async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() {
     let dir = std::env::temp_dir().join(unique_name("history-bench"));
     std::fs::create_dir_all(&dir).unwrap();
     let output = dir.join("BENCHMARKS.md");
@@ -44,23 +44,54 @@ async fn a_quick_bench_writes_every_phase_and_target_and_keeps_the_notes() {
     for expected in [
         "# Benchmarks",
         "## Machine",
+        "Load average (1 / 5 / 15 min):",
         "history-consumer bench --events 2000 --quick",
-        "| end-to-end | 1 | 2,000 (",
-        "| end-to-end | 32 | 2,000 (",
-        "| end-to-end (default B) | 256 | 2,000 (",
-        "| ceiling 1: Kafka alone |",
-        "| ceiling 2: database alone | 256 × 4 tasks |",
-        "| backlog, database down, 4 partitions | 256 |",
-        "| backlog, database down, 64 partitions | 256 |",
-        "end-to-end at the default B / ceiling 2",
-        "end-to-end at the default B / end-to-end at B = 1",
-        "peak RSS, database down with a backlog",
+        "`--quick` smoke run",
+        "| default (empty inbox) | 256 | 4 | 0 | 10 % | 2,000 (",
+        "| B = 1 | 1 | 4 | 0 | 10 % | 2,000 (",
+        "| B = 32 | 32 | 4 | 0 | 10 % | 2,000 (",
+        "| 10 k rows in the inbox | 256 | 4 | 10 k | 10 % | 2,000 (",
+        "| 100 k rows in the inbox | 256 | 4 | 100 k | 10 % | 2,000 (",
+        "| 16 partitions | 256 | 16 | 0 | 10 % | 2,000 (",
+        "| 64 partitions | 256 | 64 | 0 | 10 % | 2,000 (",
+        "| 0 % duplicates | 256 | 4 | 0 | 0 % | 2,000 (2,000) |",
+        "| replay: a second group re-reads the topic | 256 | 4 | 0 | 100 % (replay) | 2,000 (2,000) |",
+        "| 50 % duplicates | 256 | 4 | 0 | 50 % | 2,000 (",
+        "| default again, at the end |",
+        "Ceiling 1 (Kafka alone",
+        "### Produce-to-commit latency",
+        "| 4 | 2,000 (",
+        "| 64 | 2,000 (",
+        "end-to-end at the default B (256) / ceiling 2, empty inbox",
+        "the same ratio, floor kept from the previous issue",
+        "end-to-end at 100 k inbox rows / empty inbox",
+        "end-to-end at 64 partitions / 4 partitions",
+        "peak RSS, database down, backlog over 64 partitions",
+        "all-replay (second group) / the same records inserted fresh",
+        "p99 produce-to-commit at 50 % of the default B's rate",
         "## What limits it",
         "kept by hand",
     ] {
         assert!(
             report.contains(expected),
             "{expected:?} missing from the report:\n{report}\n{shown}"
+        );
+    }
+    // Every target was measured and judged, whatever the verdict.
+    let judged = report
+        .lines()
+        .filter(|l| l.ends_with("| met |") || l.ends_with("| MISSED |"))
+        .count();
+    assert_eq!(judged, 7, "{report}");
+    assert!(!report.contains("not measured"), "{report}");
+    for plot in ["inbox-size", "partitions", "duplicates", "latency"] {
+        let link = format!("(benchmarks/{plot}.svg)");
+        assert!(report.contains(&link), "{link} missing from\n{report}");
+        let svg = std::fs::read_to_string(dir.join("benchmarks").join(format!("{plot}.svg")))
+            .unwrap_or_else(|e| panic!("{plot}.svg: {e}"));
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{svg}"
         );
     }
     assert!(!report.contains("# old report"), "{report}");

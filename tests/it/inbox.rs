@@ -327,6 +327,43 @@ async fn duplicates_are_classified_by_where_they_were_first_seen_and_by_payload(
 }
 
 #[tokio::test]
+async fn many_duplicates_classified_at_once_keep_their_own_causes_in_order() {
+    use history_consumer::domain::DuplicateCause;
+    use history_consumer::inbox::duplicates::classify_many;
+
+    let db = test_database().await;
+    let mut repo = PgInbox::new(db.pool.clone());
+    process_history_once(&mut repo, &event_900(), AT_7).await;
+    let mut changed = event_900();
+    changed.to_status = "closed".into();
+    let mut unknown = event_900();
+    unknown.event_id = "event-never-stored".into();
+
+    let causes = classify_many(
+        &db.pool,
+        &[
+            (&event_900(), AT_8),
+            (&unknown, AT_7),
+            (&event_900(), AT_7),
+            (&changed, AT_8),
+            (&event_900(), AT_7),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        causes,
+        [
+            DuplicateCause::Republish,
+            DuplicateCause::Unclassified,
+            DuplicateCause::Redelivery,
+            DuplicateCause::Conflicting,
+            DuplicateCause::Redelivery,
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_repository_dropped_mid_transaction_never_hands_its_transaction_to_the_next_user() {
     let db = test_database_with(1).await;
     {

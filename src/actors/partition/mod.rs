@@ -27,7 +27,7 @@ use super::messages::{
 };
 use super::status::{BacklogEntry, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome};
 use crate::backoff::Backoff;
-use crate::domain::Outcome;
+use crate::domain::{DuplicateCause, Outcome};
 use crate::metrics::Metrics;
 use crate::work::{Executed, Work, execute_batch};
 use schedule::{Failure, Limits, Next, Phase, Schedule};
@@ -156,9 +156,18 @@ impl PartitionActor {
                 actor.schedule.finished();
                 debug_assert_eq!(batch.len(), executed.len());
                 let answered = executed.iter().any(|e| e.outcome.is_resolved());
-                for ((offset, work), executed) in batch.into_iter().zip(executed) {
-                    actor.finish(offset, retry, work, executed);
+                actor.observe(&executed);
+                // Only the newest outcomes stay in `recent`: the rest of a batch is not kept.
+                let kept_from = batch.len().saturating_sub(RECENT_OUTCOMES);
+                for (i, ((offset, work), executed)) in batch.into_iter().zip(executed).enumerate() {
+                    actor.finish(offset, retry, work, executed, i >= kept_from);
                 }
+                let partition = actor.partition();
+                actor.deps.metrics.set_backlog(
+                    partition,
+                    actor.schedule.backlog_len(),
+                    actor.oldest_unknown_age(),
+                );
                 if answered {
                     actor.schedule.database_answered(Instant::now());
                 }
@@ -167,12 +176,35 @@ impl PartitionActor {
         );
     }
 
-    fn finish(&mut self, offset: i64, retry: bool, work: Work, executed: Executed) {
+    /// The metrics of a unit of work's outcomes, counted once per outcome and cause (one
+    /// label lookup each, not one per record).
+    fn observe(&self, executed: &[Executed]) {
         let partition = self.partition();
-        let event_id = work.event_id().map(str::to_owned);
-        self.deps
-            .metrics
-            .observe_outcome(partition, executed.outcome, executed.elapsed);
+        for &outcome in Outcome::ALL {
+            let mut of_outcome = executed.iter().filter(|e| e.outcome == outcome);
+            if let Some(first) = of_outcome.next() {
+                let count = 1 + of_outcome.count() as u64;
+                self.deps
+                    .metrics
+                    .observe_outcomes(partition, outcome, count, first.elapsed);
+            }
+        }
+        let mut causes: Vec<(DuplicateCause, u64)> = Vec::new();
+        for cause in executed.iter().filter_map(|e| e.duplicate) {
+            match causes.iter_mut().find(|(c, _)| *c == cause) {
+                Some((_, count)) => *count += 1,
+                None => causes.push((cause, 1)),
+            }
+        }
+        for (cause, count) in causes {
+            self.deps
+                .metrics
+                .observe_duplicates(partition, cause, count);
+        }
+    }
+
+    fn finish(&mut self, offset: i64, retry: bool, work: Work, executed: Executed, remember: bool) {
+        let partition = self.partition();
         match executed.outcome {
             Outcome::Applied => self.counts.applied += 1,
             Outcome::AlreadyApplied => self.counts.already_applied += 1,
@@ -181,7 +213,6 @@ impl PartitionActor {
         }
         if let Some(cause) = executed.duplicate {
             *self.counts.duplicates.entry(cause).or_default() += 1;
-            self.deps.metrics.observe_duplicate(partition, cause);
         }
         if let (Outcome::DeadLettered, Some(reason)) = (executed.outcome, work.rejection_reason()) {
             *self
@@ -197,7 +228,9 @@ impl PartitionActor {
                 "record dead-lettered"
             );
         }
-        self.remember(offset, event_id.clone(), &executed);
+        if remember {
+            self.remember(offset, work.event_id().map(str::to_owned), &executed);
+        }
 
         let resolved = executed.outcome.is_resolved();
         if !retry {
@@ -209,6 +242,7 @@ impl PartitionActor {
         }
         if resolved {
             if retry && self.schedule.resolved(offset) {
+                let event_id = work.event_id();
                 tracing::info!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
                 self.deps.checkpoint.do_send(BacklogResolved {
                     assignment: self.assignment,
@@ -221,6 +255,7 @@ impl PartitionActor {
                 error: error.clone(),
                 alone: !executed.unavailable,
             };
+            let event_id = work.event_id().map(str::to_owned);
             let (attempt, delay) =
                 self.schedule
                     .unknown(offset, work, failure, Instant::now(), rand::random());
@@ -234,11 +269,6 @@ impl PartitionActor {
                 "record outcome unknown; will retry"
             );
         }
-        self.deps.metrics.set_backlog(
-            partition,
-            self.schedule.backlog_len(),
-            self.oldest_unknown_age(),
-        );
     }
 
     fn remember(&mut self, offset: i64, event_id: Option<String>, executed: &Executed) {
@@ -250,7 +280,7 @@ impl PartitionActor {
             event_id,
             outcome: executed.outcome,
             duplicate: executed.duplicate,
-            detail: executed.error.clone(),
+            detail: executed.error.as_deref().map(str::to_owned),
             at: Utc::now(),
         });
     }

@@ -20,6 +20,7 @@
 //! for nothing, so its librdkafka queue fills and fetching stops.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
@@ -54,13 +55,16 @@ pub struct Unresolved<W> {
     pub attempts: u32,
     pub first_seen: Instant,
     pub next_retry: Instant,
-    pub last_error: String,
+    /// Shared by the records of the unit of work that failed with it.
+    pub last_error: Arc<str>,
 }
 
 /// Why a record is Unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    pub error: String,
+    /// One text for every record of a failed unit of work (a failed batch of 256 records
+    /// holds it once, not 256 times).
+    pub error: Arc<str>,
     /// The database rejected the work (the record may be the cause): retry it alone.
     pub alone: bool,
 }
@@ -269,7 +273,7 @@ impl<W: Clone> Schedule<W> {
             attempts: 0,
             first_seen: now,
             next_retry: now,
-            last_error: String::new(),
+            last_error: Arc::from(""),
         });
         entry.attempts += 1;
         entry.alone = alone;

@@ -1,7 +1,7 @@
-//! Memory under backlog: a topic full of records, the database stopped, the service run for
-//! the outage while its RSS is sampled; then the database back and the drain awaited. The
-//! bounds (each partition's window and Unknown backlog in the service, librdkafka's prefetch
-//! limits per partition) are what keep the peak flat.
+//! Memory under backlog: a topic with more records than the member can hold, the database
+//! stopped, the service run for the outage while its RSS is sampled; then the database back
+//! and the drain awaited. The bounds (each partition's window and Unknown backlog in the
+//! service, librdkafka's prefetch limits per partition) are what keep the peak flat.
 
 use std::time::{Duration, Instant};
 
@@ -33,15 +33,16 @@ pub async fn run(
     let run_id = format!("{:08x}", rand::random::<u32>());
     let mut workload = Workload::new(plan.seed, &run_id, plan.duplicates);
     let prefix = workload.id_prefix();
+    let records = plan.backlog_records(partitions);
     let topic = Topic::create(partitions)?;
-    topic.flood(&mut workload, plan.backlog_records).await?;
+    topic.flood(&mut workload, records).await?;
     topic.check_retention().await?;
     let ends = topic.ends();
     let unique = topic.tally().unique_valid;
     println!(
         "{PHASE}: {} records ({unique} unique) in {partitions} partitions; stopping PostgreSQL \
          for {} s",
-        plan.backlog_records,
+        records,
         plan.outage.as_secs()
     );
 
@@ -63,7 +64,8 @@ pub async fn run(
     databases.restart().await?;
     let restarted = Instant::now();
     println!("{PHASE}: PostgreSQL is back; waiting for the backlog to drain");
-    let mut watch = Watch::new(partitions);
+    // No status snapshots while the backlog drains: each copies every Unknown record.
+    let mut watch = Watch::commits_only(partitions);
     let done = watch
         .until_committed(&service, PHASE, || Some(ends.clone()))
         .await?;
@@ -73,7 +75,7 @@ pub async fn run(
     topic.close().await;
     Ok(Backlog::Measured(BacklogResult {
         partitions,
-        records: plan.backlog_records,
+        records,
         unique,
         outage: plan.outage,
         baseline_rss,

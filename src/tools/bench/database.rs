@@ -166,14 +166,21 @@ pub struct Ceiling {
 
 /// Ceiling 2: each share (one partition's records, in offset order) resolved by its own task
 /// in batches of `batch_size` through [`process_batch`], all shares concurrently on a pool of
-/// one connection per share, into the migrated database at `url`.
+/// `connections` (as the service's partition actors share its pool), into the database at
+/// `url` (migrated first if need be).
 pub async fn ceiling(
     url: &str,
     shares: &[Vec<(TicketEvent, Origin)>],
     batch_size: usize,
+    connections: usize,
 ) -> Result<Ceiling, BenchError> {
-    let pool = crate::db::pool(url, shares.len().max(1))?;
+    let pool = crate::db::pool(url, connections.max(1))?;
     crate::inbox::migrate_pool(&pool).await?;
+    // Connect before the clock starts, as the service has before its first fetch.
+    let opened = futures::future::try_join_all((0..connections.max(1)).map(|_| pool.get()))
+        .await
+        .map_err(BenchError::Pool)?;
+    drop(opened);
     let started = Instant::now();
     let applied = futures::future::try_join_all(
         shares

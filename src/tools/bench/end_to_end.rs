@@ -1,60 +1,90 @@
-//! One batch size end to end: a fresh topic filled with the run's records, a fresh database,
-//! the service at that batch size consuming them all (the rate), then a steady producer at a
-//! fraction of that rate (the latency). Rows must equal the unique events, or the run fails.
+//! One run end to end: a fresh topic filled with the records first, then the service consuming
+//! them all into the run's database; the rate from its first fetch to the committed offsets
+//! reaching the end. Rows must equal the unique events, or the run fails. A second run over the
+//! same topic and database (a new consumer group) is the replay.
 
-use std::cell::RefCell;
 use std::time::Instant;
 
-use super::database::{Databases, expect_rows};
+use super::database::expect_rows;
+use std::cell::RefCell;
+
 use super::measure::{self, Latency, Sent};
 use super::probe::{self, CpuSnapshot};
-use super::report::RunResult;
+use super::report::Throughput;
 use super::service::{self, Service, Watch};
 use super::topic::Topic;
 use super::workload::Workload;
 use super::{BenchError, Plan};
 
-/// A finished run, with its topic (still up, for the ceilings) and where the records that
-/// were timed landed.
-pub struct Finished {
-    pub result: RunResult,
+/// A topic holding a run's records, and what is known about them.
+pub struct Published {
     pub topic: Topic,
+    /// Where each record landed, in the order published.
     pub sent: Vec<Sent>,
     pub run_id: String,
+    /// The prefix of the run's event ids (its rows are counted by it).
+    pub prefix: String,
+    pub unique: u64,
+    /// Per partition, the offset after the last record.
+    pub ends: Vec<i64>,
 }
 
-/// Runs batch size `batch_size`.
-pub async fn run(
+/// Publishes `records` records with a `duplicates` share over `partitions` partitions of a
+/// fresh broker.
+pub async fn publish(
     plan: &Plan,
-    databases: &Databases,
-    batch_size: usize,
-) -> Result<Finished, BenchError> {
-    let phase = format!("end-to-end at B = {batch_size}");
-    let records = plan.records_for(batch_size);
+    partitions: i32,
+    duplicates: f64,
+    records: u64,
+    phase: &str,
+) -> Result<Published, BenchError> {
     let run_id = format!("{:08x}", rand::random::<u32>());
-    let mut workload = Workload::new(plan.seed, &run_id, plan.duplicates);
+    let mut workload = Workload::new(plan.seed, &run_id, duplicates);
     let prefix = workload.id_prefix();
-    let topic = Topic::create(plan.partitions)?;
-    let published = Instant::now();
+    let topic = Topic::create(partitions)?;
+    let started = Instant::now();
     let sent = topic.flood(&mut workload, records).await?;
     topic.check_retention().await?;
     let ends = topic.ends();
     let unique = topic.tally().unique_valid;
     println!(
-        "{phase}: {records} records ({unique} unique) published in {:.1} s; consuming",
-        published.elapsed().as_secs_f64()
+        "{phase}: {records} records ({unique} unique) over {partitions} partitions published in \
+         {:.1} s",
+        started.elapsed().as_secs_f64()
     );
+    Ok(Published {
+        topic,
+        sent,
+        run_id,
+        prefix,
+        unique,
+        ends,
+    })
+}
 
-    let url = databases
-        .fresh(&format!("bench_{run_id}_b{batch_size}"))
-        .await?;
-    let settings = service::settings(topic.brokers(), &topic.name, &url, batch_size);
+/// Runs the service at `batch_size` over everything `published` holds, into the database at
+/// `url`, as a new consumer group; the throughput. The rows of the run's events must be exactly
+/// its unique events afterwards.
+pub async fn consume(
+    published: &Published,
+    url: &str,
+    batch_size: usize,
+    phase: &str,
+) -> Result<Throughput, BenchError> {
+    let topic = &published.topic;
+    let settings = service::settings(topic.brokers(), &topic.name, url, batch_size);
     let service = Service::start(settings).await?;
     probe::reset_peak_rss();
-    let mut watch = Watch::new(plan.partitions);
-    let done = watch
-        .until_committed(&service, &phase, || Some(ends.clone()))
-        .await?;
+    let mut watch = Watch::new(topic.partitions);
+    let ends = published.ends.clone();
+    let watched = watch.until_committed(&service, phase, || Some(ends.clone()));
+    let done = match watched.await {
+        Ok(done) => done,
+        Err(error) => {
+            let _ = service.stop().await;
+            return Err(error);
+        }
+    };
     let cpu_after = CpuSnapshot::take();
     let peak_rss = probe::peak_rss();
     let (first_fetch, cpu_before) = watch
@@ -63,41 +93,23 @@ pub async fn run(
         .unwrap_or_else(|| (done, cpu_after.clone()));
     let cpu = cpu_before.usage_until(&cpu_after);
     let elapsed = done - first_fetch;
+    let records = published.sent.len() as u64;
     let rate = measure::rate(records, elapsed);
-    expect_rows(service.pool(), &prefix, unique, &phase).await?;
+    let checked = expect_rows(service.pool(), &published.prefix, published.unique, phase).await;
+    service.stop().await?;
+    checked?;
     println!(
-        "{phase}: {:.0} events/s over {:.2} s; measuring latency",
+        "{phase}: {:.0} events/s over {:.2} s",
         rate,
         elapsed.as_secs_f64()
     );
-
-    let latency =
-        steady_latency(plan, &topic, &mut workload, &service, rate, records, &phase).await?;
-    expect_rows(service.pool(), &prefix, topic.tally().unique_valid, &phase).await?;
-    topic.check_retention().await?;
-    service.stop().await?;
-    if let Some(latency) = &latency {
-        println!(
-            "{phase}: p50 {:.0} ms, p99 {:.0} ms at {:.0}/s",
-            latency.p50.as_secs_f64() * 1000.0,
-            latency.p99.as_secs_f64() * 1000.0,
-            latency.offered_rate
-        );
-    }
-    Ok(Finished {
-        result: RunResult {
-            batch_size,
-            records,
-            unique,
-            elapsed,
-            rate,
-            latency,
-            peak_rss,
-            cpu,
-        },
-        topic,
-        sent,
-        run_id,
+    Ok(Throughput {
+        records,
+        unique: published.unique,
+        elapsed,
+        rate,
+        peak_rss,
+        cpu,
     })
 }
 

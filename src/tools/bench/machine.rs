@@ -1,5 +1,6 @@
 //! The machine a benchmark ran on, as the report states it: cores, memory, CPU model, kernel,
-//! the PostgreSQL version and the filesystem its data lives on.
+//! the PostgreSQL version, the filesystem its data lives on, and how busy the machine was
+//! (its load average) when the run started and ended.
 
 use std::path::Path;
 
@@ -31,6 +32,21 @@ impl Machine {
             data_filesystem: data_dir.and_then(|dir| filesystem_of(&read("/proc/mounts"), dir)),
         }
     }
+}
+
+/// The 1, 5 and 15 minute load averages (runnable and waiting tasks), if the system says.
+pub fn load_average() -> Option<[f64; 3]> {
+    parse_loadavg(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+/// The first three fields of `/proc/loadavg`.
+fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
+    let mut fields = text.split_whitespace().map(str::parse::<f64>);
+    Some([
+        fields.next()?.ok()?,
+        fields.next()?.ok()?,
+        fields.next()?.ok()?,
+    ])
 }
 
 /// The first `model name` of `/proc/cpuinfo`.
@@ -68,6 +84,16 @@ mod tests {
             Some("Intel(R) Xeon(R) Processor")
         );
         assert_eq!(cpu_model(""), None);
+    }
+
+    #[test]
+    fn the_load_average_is_the_first_three_fields() {
+        assert_eq!(
+            parse_loadavg("0.42 1.10 2.50 3/612 12345\n"),
+            Some([0.42, 1.10, 2.50])
+        );
+        assert_eq!(parse_loadavg("0.42 x"), None);
+        assert_eq!(parse_loadavg(""), None);
     }
 
     #[test]

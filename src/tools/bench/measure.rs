@@ -85,14 +85,17 @@ pub fn percentile(sorted: &[Duration], q: f64) -> Option<Duration> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
-/// p50 and p99 of produce-to-commit latency at an offered rate.
+/// Percentiles of produce-to-commit latency at an offered rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Latency {
     pub records: usize,
     /// Records per second the producer offered while latency was measured.
     pub offered_rate: f64,
     pub p50: Duration,
+    pub p90: Duration,
     pub p99: Duration,
+    pub p999: Duration,
+    pub max: Duration,
 }
 
 impl Latency {
@@ -101,8 +104,22 @@ impl Latency {
             records: sorted.len(),
             offered_rate,
             p50: percentile(sorted, 0.50)?,
+            p90: percentile(sorted, 0.90)?,
             p99: percentile(sorted, 0.99)?,
+            p999: percentile(sorted, 0.999)?,
+            max: *sorted.last()?,
         })
+    }
+
+    /// `(label, value)` from p50 to the maximum, for tables and the plot.
+    pub fn points(&self) -> [(&'static str, Duration); 5] {
+        [
+            ("p50", self.p50),
+            ("p90", self.p90),
+            ("p99", self.p99),
+            ("p99.9", self.p999),
+            ("max", self.max),
+        ]
     }
 }
 
@@ -137,6 +154,23 @@ mod tests {
         assert_eq!(percentile(&values, 1.0), Some(ms(100)));
         assert_eq!(percentile(&[ms(7)], 0.99), Some(ms(7)));
         assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn the_tail_percentiles_need_enough_samples_to_differ() {
+        let values: Vec<Duration> = (1..=2000).map(ms).collect();
+        let latency = Latency::of(&values, 100.0).unwrap();
+        assert_eq!(latency.p90, ms(1800));
+        assert_eq!(latency.p99, ms(1980));
+        assert_eq!(latency.p999, ms(1998));
+        assert_eq!(latency.max, ms(2000));
+        let labels: Vec<&str> = latency.points().iter().map(|(l, _)| *l).collect();
+        assert_eq!(labels, ["p50", "p90", "p99", "p99.9", "max"]);
+        // With fewer than a thousand samples p99.9 is the maximum.
+        let few: Vec<Duration> = (1..=500).map(ms).collect();
+        let latency = Latency::of(&few, 100.0).unwrap();
+        assert_eq!(latency.p999, latency.max);
+        assert_eq!(Latency::of(&[], 1.0), None);
     }
 
     #[test]
@@ -196,8 +230,8 @@ mod tests {
         assert_eq!(latencies(&sent, &timeline), vec![ms(60), ms(100), ms(200)]);
         let latency = Latency::of(&latencies(&sent, &timeline), 10.0).unwrap();
         assert_eq!(
-            (latency.p50, latency.p99, latency.records),
-            (ms(100), ms(200), 3)
+            (latency.p50, latency.p99, latency.max, latency.records),
+            (ms(100), ms(200), ms(200), 3)
         );
     }
 

@@ -1,7 +1,9 @@
-//! `history-consumer bench`: how close the service runs to what the database can take, measured
-//! in one run on this machine — end to end at several batch sizes, the two ceilings (Kafka
-//! alone, the database alone), and memory with the database down under a backlog — printed as
-//! a table and written to `BENCHMARKS.md`.
+//! `history-consumer bench`: how close the service runs to what the database can take, and
+//! how that changes as the work grows, measured in one run on this machine — end to end at
+//! several batch sizes, with a filled inbox, over more partitions, with more duplicates and as
+//! an all-replay, each beside its ceiling 2 (the database alone); ceiling 1 (Kafka alone);
+//! latency at a steady load; memory with the database down under a backlog — printed as tables,
+//! judged against the issue's targets and written to `BENCHMARKS.md` with its plots.
 //!
 //! Self-contained like `demo`: an embedded Kafka (a fresh mock broker per run), a throwaway
 //! PostgreSQL with production durability (or `--database-url`), the service in this process.
@@ -11,35 +13,37 @@
 
 mod admin_load;
 mod backlog;
+mod ceilings;
+mod charts;
 mod database;
 mod end_to_end;
+mod latency;
 mod machine;
 mod measure;
+mod phases;
+mod plot;
+mod prefill;
 mod probe;
 mod render;
 mod report;
 mod service;
+mod targets;
 mod topic;
 mod workload;
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::config::RuntimeSettings;
 use crate::db::DbError;
-use crate::domain::TicketEvent;
-use crate::inbox::{Origin, PgInboxError};
+use crate::inbox::PgInboxError;
 use crate::startup::StartupError;
 use crate::tools::args::BenchArgs;
 use crate::tools::pg_cluster::ClusterError;
 
-use self::database::{Databases, expect_rows};
-use self::end_to_end::Finished;
-use self::machine::Machine;
-use self::measure::Sent;
-use self::probe::CpuSnapshot;
-use self::report::{Backlog, CeilingResult, Report, RunResult, Setup};
-use self::workload::{Workload, event_of};
+use self::database::Databases;
+use self::machine::{Machine, load_average};
+use self::report::{Case, Load, Report, Setup};
 
 pub use self::admin_load::{BOUND_P99, BOUND_THROUGHPUT, SECTION_END, SECTION_START};
 pub use self::render::NOTES_MARKER;
@@ -48,6 +52,10 @@ pub use self::render::NOTES_MARKER;
 const ONE_BY_ONE_RECORDS: u64 = 20_000;
 /// The workload's seed: every run of the benchmark publishes the same tickets and duplicates.
 const SEED: u64 = 2026;
+/// The backlog phase's topic holds at least this many records (without --quick).
+const MIN_BACKLOG_RECORDS: u64 = 120_000;
+/// The directory beside the report that holds its plots.
+pub const FIGURES_DIR: &str = "benchmarks";
 
 /// A phase of the benchmark failed.
 #[derive(Debug, thiserror::Error)]
@@ -99,47 +107,81 @@ pub enum BenchError {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub events: u64,
+    /// Partitions of the default case.
     pub partitions: i32,
-    /// In the order measured; the last is the default B the targets are about.
+    /// In the order measured; the last is the default B every other case runs at.
     pub batch_sizes: Vec<usize>,
+    /// The duplicate share of every case that does not vary it.
     pub duplicates: f64,
-    /// The share of the measured rate offered while latency is measured.
+    pub inbox_rows: Vec<u64>,
+    pub partition_counts: Vec<i32>,
+    pub duplicate_shares: Vec<f64>,
+    /// How often the default case runs back to back (the median ratio is used).
+    pub anchor_repeats: usize,
+    /// The share of the default case's rate offered while latency is measured.
     pub latency_load: f64,
+    pub latency_warmup: Duration,
     pub latency_window: Duration,
-    pub backlog_records: u64,
+    /// Records of the backlog phase's topic, when given.
+    pub backlog_events: Option<u64>,
     /// One backlog run for each of these partition counts.
     pub backlog_partitions: Vec<i32>,
     pub outage: Duration,
     pub seed: u64,
+    pub quick: bool,
 }
 
 impl Plan {
     pub fn from_args(args: &BenchArgs) -> Plan {
         let mut batch_sizes: Vec<usize> = args.batch_sizes.iter().map(|b| *b as usize).collect();
         if batch_sizes.is_empty() {
-            batch_sizes.push(crate::config::RuntimeSettings::default().batch_size);
+            batch_sizes.push(RuntimeSettings::default().batch_size);
         }
+        let inbox_rows = args.inbox_rows.clone().unwrap_or_else(|| {
+            if args.quick {
+                vec![10_000, 100_000]
+            } else {
+                vec![1_000_000, 10_000_000]
+            }
+        });
         Plan {
             events: args.events,
             partitions: args.partitions,
             batch_sizes,
             duplicates: args.duplicates,
+            inbox_rows: inbox_rows.into_iter().filter(|rows| *rows > 0).collect(),
+            partition_counts: args.partition_counts.clone(),
+            duplicate_shares: args.duplicate_shares.clone(),
+            anchor_repeats: if args.quick { 1 } else { 3 },
             latency_load: 0.5,
+            latency_warmup: Duration::from_secs(1),
             latency_window: Duration::from_secs(if args.quick { 1 } else { 5 }),
-            backlog_partitions: args.backlog_partitions.clone(),
-            backlog_records: if args.quick {
-                args.events.min(args.backlog_events)
-            } else {
-                args.backlog_events
+            backlog_events: match (args.backlog_events, args.quick) {
+                (Some(records), _) => Some(records),
+                (None, true) => Some(args.events),
+                (None, false) => None,
             },
+            backlog_partitions: args.backlog_partitions.clone(),
             outage: Duration::from_secs(if args.quick { 4 } else { 15 }),
             seed: SEED,
+            quick: args.quick,
         }
     }
 
-    /// The batch size the targets are about: the last one given.
+    /// The batch size every case but the batch-size ones runs at: the last one given.
     pub fn default_batch(&self) -> usize {
         *self.batch_sizes.last().expect("at least one batch size")
+    }
+
+    /// The case every series shares.
+    pub fn anchor(&self) -> Case {
+        Case {
+            batch_size: self.default_batch(),
+            partitions: self.partitions,
+            inbox_rows: 0,
+            duplicates: self.duplicates,
+            replay: false,
+        }
     }
 
     /// Records published for batch size `batch_size`.
@@ -150,191 +192,88 @@ impl Plan {
             self.events
         }
     }
+
+    /// Records of the backlog phase's topic over `partitions` partitions: as given, else a
+    /// quarter more than the member can hold (its actors' bound and librdkafka's prefetch),
+    /// so that the bound, not the topic, decides the peak.
+    pub fn backlog_records(&self, partitions: i32) -> u64 {
+        if let Some(records) = self.backlog_events {
+            return records;
+        }
+        let rt = service::settings("", "", "", self.default_batch()).runtime;
+        let per_partition = (rt.partition_queue + rt.max_unresolved + rt.batch_size) as u64
+            + rt.partition_queue as u64;
+        let can_hold = u64::try_from(partitions).unwrap_or(0) * per_partition;
+        (can_hold + can_hold / 4).max(MIN_BACKLOG_RECORDS)
+    }
 }
 
-/// Runs the benchmark, prints the table and writes the report (with `--admin-load`, only the
-/// admin page load and its section).
+/// Runs the benchmark, prints the tables and writes the report and its plots (with
+/// `--admin-load`, only the admin page load and its section).
 pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
     if args.admin_load {
         return admin_load::run(&args).await;
     }
     let plan = Plan::from_args(&args);
     let written_at = chrono::Utc::now();
+    let load_at_start = load_average();
     println!(
-        "history-consumer bench: {} records over {} partitions ({:.0} % duplicates), batch \
-         sizes {:?} (default {}); PostgreSQL {}",
+        "history-consumer bench{}: {} records a case, default {} partitions, {:.0} % duplicates, \
+         B {:?}; inbox rows {:?}, partitions {:?}, duplicate shares {:?}; PostgreSQL {}; load \
+         average {}",
+        if plan.quick { " --quick" } else { "" },
         plan.events,
         plan.partitions,
         plan.duplicates * 100.0,
         plan.batch_sizes,
-        plan.default_batch(),
+        plan.inbox_rows,
+        plan.partition_counts,
+        plan.duplicate_shares,
         if args.database_url.is_some() {
             "of --database-url"
         } else {
             "throwaway, fsync on"
-        }
+        },
+        load_at_start.map_or("unknown".into(), |l| format!("{:.2}", l[0]))
     );
     let mut databases = Databases::prepare(args.database_url.clone()).await?;
     let machine = Machine::describe(databases.postgres_version().await, databases.data_dir());
-    let measured = measure_all(&plan, &mut databases).await;
+    let measured = phases::measure_all(&plan, &mut databases).await;
     let own_database = databases.owns_cluster();
     databases.close().await;
-    let (runs, kafka_only, database_only, backlog) = measured?;
+    let measured = measured?;
     let report = Report {
         written_at,
         machine,
+        load: Load {
+            at_start: load_at_start,
+            at_end: load_average(),
+        },
         setup: Setup {
             command: command_line(),
             release_build: !cfg!(debug_assertions),
+            quick: plan.quick,
             events: plan.events,
             partitions: plan.partitions,
             duplicates: plan.duplicates,
             default_batch: plan.default_batch(),
             own_database,
             commit_interval: service::COMMIT_INTERVAL,
+            db_pool_size: RuntimeSettings::default().db_pool_size,
             latency_load: plan.latency_load,
-            latency_window: plan.latency_window,
         },
-        runs,
-        kafka_only,
-        database_only,
-        backlog,
+        cases: measured.cases,
+        anchor_others: measured.anchor_others,
+        anchor_again: measured.anchor_again,
+        kafka_only: measured.kafka_only,
+        latency: measured.latency,
+        backlog: measured.backlog,
     };
     println!();
     print!("{}", render::table(&report));
     write_report(&args.output, &report)?;
     println!("\nwrote {}", args.output.display());
     Ok(())
-}
-
-type Measured = (Vec<RunResult>, CeilingResult, CeilingResult, Vec<Backlog>);
-
-async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measured, BenchError> {
-    // First, while the process holds nothing of the other phases.
-    let mut backlog = Vec::new();
-    if plan.backlog_records == 0 {
-        backlog.push(Backlog::Skipped("--backlog-events 0".into()));
-    } else {
-        for &partitions in &plan.backlog_partitions {
-            backlog.push(backlog::run(plan, databases, partitions).await?);
-        }
-    }
-    let mut runs = Vec::new();
-    let mut kept: Option<Finished> = None;
-    for &batch_size in &plan.batch_sizes {
-        let finished = end_to_end::run(plan, databases, batch_size).await?;
-        runs.push(finished.result.clone());
-        if let Some(previous) = kept.replace(finished) {
-            previous.topic.close().await;
-        }
-    }
-    let finished = kept.expect("at least one batch size");
-    let kafka_only = kafka_ceiling(&finished).await;
-    let Finished {
-        topic,
-        sent,
-        run_id,
-        ..
-    } = finished;
-    topic.close().await;
-    let kafka_only = kafka_only?;
-    let database_only = database_ceiling(plan, databases, &sent, &run_id).await?;
-    Ok((runs, kafka_only, database_only, backlog))
-}
-
-/// Ceiling 1 on the default B's topic, up to where its timed records end.
-async fn kafka_ceiling(finished: &Finished) -> Result<CeilingResult, BenchError> {
-    let ends = ends_of(&finished.sent, finished.topic.partitions);
-    println!("ceiling 1: reading the default B's records back with no database");
-    probe::reset_peak_rss();
-    let cpu_before = CpuSnapshot::take();
-    let read = finished.topic.read_raw(&ends).await?;
-    let cpu = cpu_before.usage_until(&CpuSnapshot::take());
-    Ok(CeilingResult {
-        records: read.records,
-        elapsed: read.elapsed,
-        rate: measure::rate(read.records, read.elapsed),
-        peak_rss: probe::peak_rss(),
-        cpu,
-    })
-}
-
-/// Ceiling 2: the default B's events (made again from the seed, under ids of their own)
-/// through the batched inbox transaction, one task per partition's share.
-async fn database_ceiling(
-    plan: &Plan,
-    databases: &Databases,
-    sent: &[Sent],
-    run_id: &str,
-) -> Result<CeilingResult, BenchError> {
-    let run_id = format!("{run_id}-db");
-    let workload = Workload::new(plan.seed, &run_id, plan.duplicates);
-    let prefix = workload.id_prefix();
-    let mut shares: BTreeMap<i32, Vec<(TicketEvent, Origin)>> = BTreeMap::new();
-    let mut unique = std::collections::HashSet::new();
-    for (record, at) in workload.zip(sent) {
-        let Some(event) = event_of(record) else {
-            continue;
-        };
-        unique.insert(event.event_id.clone());
-        let origin = Origin {
-            partition: at.partition,
-            offset: at.offset,
-        };
-        shares
-            .entry(at.partition)
-            .or_default()
-            .push((event, origin));
-    }
-    let mut shares: Vec<Vec<(TicketEvent, Origin)>> = shares.into_values().collect();
-    for share in &mut shares {
-        share.sort_by_key(|(_, origin)| origin.offset);
-    }
-    let unique = unique.len() as u64;
-    println!(
-        "ceiling 2: {} events ({unique} unique) through the batched inbox transaction, B = {}, \
-         {} tasks",
-        sent.len(),
-        plan.default_batch(),
-        shares.len()
-    );
-    let url = databases.fresh(&format!("bench_{run_id}_ceiling")).await?;
-    probe::reset_peak_rss();
-    let cpu_before = CpuSnapshot::take();
-    let ceiling = database::ceiling(&url, &shares, plan.default_batch()).await?;
-    let cpu = cpu_before.usage_until(&CpuSnapshot::take());
-    let peak_rss = probe::peak_rss();
-    let phase = "ceiling 2 (database alone)";
-    let pool = crate::db::pool(&url, 1)?;
-    expect_rows(&pool, &prefix, unique, phase).await?;
-    if ceiling.applied != unique {
-        return Err(BenchError::Mismatch {
-            phase: phase.into(),
-            rows: ceiling.applied,
-            unique,
-        });
-    }
-    Ok(CeilingResult {
-        records: ceiling.records,
-        elapsed: ceiling.elapsed,
-        rate: measure::rate(ceiling.records, ceiling.elapsed),
-        peak_rss,
-        cpu,
-    })
-}
-
-/// Per partition, the offset after the last of `sent`.
-fn ends_of(sent: &[Sent], partitions: i32) -> Vec<i64> {
-    let mut ends = vec![0; usize::try_from(partitions).unwrap_or(0)];
-    for s in sent {
-        if let Some(end) = usize::try_from(s.partition)
-            .ok()
-            .and_then(|p| ends.get_mut(p))
-        {
-            *end = (*end).max(s.offset + 1);
-        }
-    }
-    ends
 }
 
 /// The command as typed, under the binary's name.
@@ -352,31 +291,30 @@ fn command_line() -> String {
     format!("history-consumer {}", args.join(" "))
 }
 
-/// Writes the report to `path`, keeping the hand-written notes of the file it replaces.
-fn write_report(path: &Path, report: &Report) -> Result<(), BenchError> {
-    let existing = std::fs::read_to_string(path).unwrap_or_default();
-    let text = render::markdown(report, render::kept_notes(&existing));
-    std::fs::write(path, text).map_err(|source| BenchError::Write {
-        path: path.display().to_string(),
-        source,
-    })
+/// Where the plots of a report at `path` go.
+pub fn figures_dir(path: &Path) -> PathBuf {
+    path.parent()
+        .unwrap_or_else(|| Path::new(""))
+        .join(FIGURES_DIR)
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::Instant;
-
-    use super::*;
-
-    #[test]
-    fn ends_are_one_past_the_last_offset_of_each_partition() {
-        let at = Instant::now();
-        let sent = |partition, offset| Sent {
-            partition,
-            offset,
-            at,
-        };
-        let ends = ends_of(&[sent(0, 0), sent(2, 5), sent(0, 1), sent(2, 3)], 4);
-        assert_eq!(ends, vec![2, 0, 6, 0]);
+/// Writes the report to `path`, keeping the hand-written notes of the file it replaces, and
+/// its plots beside it.
+fn write_report(path: &Path, report: &Report) -> Result<(), BenchError> {
+    let failed = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| BenchError::Write { path, source }
+    };
+    let figures = charts::figures(report);
+    let dir = figures_dir(path);
+    if !figures.is_empty() {
+        std::fs::create_dir_all(&dir).map_err(failed(&dir))?;
     }
+    for figure in &figures {
+        let file = dir.join(figure.file);
+        std::fs::write(&file, plot::svg(&figure.chart)).map_err(failed(&file))?;
+    }
+    let existing = std::fs::read_to_string(path).unwrap_or_default();
+    let text = render::markdown(report, &figures, FIGURES_DIR, render::kept_notes(&existing));
+    std::fs::write(path, text).map_err(failed(path))
 }

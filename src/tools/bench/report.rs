@@ -1,5 +1,6 @@
-//! A benchmark's results, the issue's targets judged on them, and what limits a missed one —
-//! all values, no I/O; `render` turns them into the table and `BENCHMARKS.md`.
+//! A benchmark's results as values: every end-to-end case with its ceiling 2, the latency and
+//! backlog phases, and the series the plots and targets read out of them. No I/O; `targets`
+//! judges them, `render` and `charts` turn them into text and pictures.
 
 use std::time::Duration;
 
@@ -7,22 +8,54 @@ use super::machine::Machine;
 use super::measure::{Latency, ratio};
 use super::probe::CpuUsage;
 
-/// End-to-end at the default batch size over ceiling 2, at least.
-pub const TARGET_VS_DATABASE: f64 = 0.6;
-/// End-to-end at the default batch size over B = 1, at least.
-pub const TARGET_VS_ONE: f64 = 20.0;
-/// Peak RSS with the database down and a backlog in the topic, below.
-pub const TARGET_BACKLOG_RSS: u64 = 150 * 1_000_000;
-
-/// One batch size, end to end.
-#[derive(Debug, Clone)]
-pub struct RunResult {
+/// What one end-to-end run varied. The anchor case (default B, `--partitions`, an empty inbox,
+/// `--duplicates`, fresh records) belongs to every series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Case {
     pub batch_size: usize,
+    pub partitions: i32,
+    /// Rows in the inbox (and as many history rows) before the run.
+    pub inbox_rows: u64,
+    /// Share of the records that republish an earlier event.
+    pub duplicates: f64,
+    /// A second consumer group re-reading a topic whose events the inbox already holds.
+    pub replay: bool,
+}
+
+impl Case {
+    /// What sets this case apart from `anchor`, in words.
+    pub fn label(&self, anchor: &Case) -> String {
+        if self.replay {
+            return "replay: a second group re-reads the topic".into();
+        }
+        let mut parts = Vec::new();
+        if self.batch_size != anchor.batch_size {
+            parts.push(format!("B = {}", self.batch_size));
+        }
+        if self.partitions != anchor.partitions {
+            parts.push(format!("{} partitions", self.partitions));
+        }
+        if self.inbox_rows != anchor.inbox_rows {
+            parts.push(format!("{} rows in the inbox", rows(self.inbox_rows)));
+        }
+        if self.duplicates != anchor.duplicates {
+            parts.push(format!("{:.0} % duplicates", self.duplicates * 100.0));
+        }
+        if parts.is_empty() {
+            "default (empty inbox)".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// End-to-end throughput of one run.
+#[derive(Debug, Clone)]
+pub struct Throughput {
     pub records: u64,
     pub unique: u64,
     pub elapsed: Duration,
     pub rate: f64,
-    pub latency: Option<Latency>,
     pub peak_rss: Option<u64>,
     pub cpu: CpuUsage,
 }
@@ -31,10 +64,29 @@ pub struct RunResult {
 #[derive(Debug, Clone)]
 pub struct CeilingResult {
     pub records: u64,
+    /// Concurrent tasks (one per partition's share) and the connections they shared.
+    pub tasks: usize,
+    pub connections: usize,
     pub elapsed: Duration,
     pub rate: f64,
     pub peak_rss: Option<u64>,
     pub cpu: CpuUsage,
+}
+
+/// One case: the service end to end, and the database alone on the same events.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    pub case: Case,
+    pub run: Throughput,
+    /// Ceiling 2 in the same database state, where the case has one.
+    pub ceiling: Option<CeilingResult>,
+}
+
+impl CaseResult {
+    /// End to end over ceiling 2.
+    pub fn vs_ceiling(&self) -> Option<f64> {
+        ratio(self.run.rate, self.ceiling.as_ref()?.rate)
+    }
 }
 
 /// The service with its database down and a backlog in the topic, then healed.
@@ -51,10 +103,18 @@ pub struct BacklogResult {
     pub rss_samples: Vec<u64>,
     /// Records the service had taken from Kafka, not yet resolved, at the end of the outage.
     pub held: u64,
-    /// What it could hold at most: per partition the queue and the Unknown bound.
+    /// What it could hold at most: per partition the window, the Unknown bound and a batch.
     pub held_bound: u64,
     /// From the database's restart to the committed offsets reaching the end.
     pub drained_in: Duration,
+}
+
+impl BacklogResult {
+    /// Peak RSS above the baseline per record held: what a held record costs.
+    pub fn bytes_per_held(&self) -> Option<f64> {
+        let grown = self.peak_rss?.checked_sub(self.baseline_rss?)?;
+        ratio(grown as f64, self.held as f64)
+    }
 }
 
 /// The backlog phase, or why it did not run.
@@ -64,11 +124,26 @@ pub enum Backlog {
     Skipped(String),
 }
 
+/// The latency phase: a steady producer at a share of the anchor's rate.
+#[derive(Debug, Clone)]
+pub struct LatencyResult {
+    pub latency: Latency,
+    pub window: Duration,
+}
+
+/// How busy the machine was (load averages over 1, 5 and 15 minutes).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Load {
+    pub at_start: Option<[f64; 3]>,
+    pub at_end: Option<[f64; 3]>,
+}
+
 /// How the benchmark was set up.
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub command: String,
     pub release_build: bool,
+    pub quick: bool,
     pub events: u64,
     pub partitions: i32,
     pub duplicates: f64,
@@ -76,8 +151,9 @@ pub struct Setup {
     /// A throwaway durable cluster (else `--database-url`).
     pub own_database: bool,
     pub commit_interval: Duration,
+    /// The service's connection pool (ceiling 2 uses as many connections at most).
+    pub db_pool_size: usize,
     pub latency_load: f64,
-    pub latency_window: Duration,
 }
 
 /// Everything one benchmark measured.
@@ -85,190 +161,118 @@ pub struct Setup {
 pub struct Report {
     pub written_at: chrono::DateTime<chrono::Utc>,
     pub machine: Machine,
+    pub load: Load,
     pub setup: Setup,
-    pub runs: Vec<RunResult>,
+    /// Every end-to-end case, in the order run; the first is the anchor.
+    pub cases: Vec<CaseResult>,
+    /// The anchor's other back-to-back runs (the one in `cases` had their median ratio).
+    pub anchor_others: Vec<CaseResult>,
+    /// The anchor case run once more at the very end: how much the machine drifted.
+    pub anchor_again: Option<Throughput>,
+    /// Ceiling 1, on the anchor's topic.
     pub kafka_only: CeilingResult,
-    pub database_only: CeilingResult,
+    pub latency: Option<LatencyResult>,
     /// One backlog run per partition count.
     pub backlog: Vec<Backlog>,
 }
 
-/// One target of the issue, judged.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Target {
-    pub what: &'static str,
-    pub measured: Option<f64>,
-    pub goal: &'static str,
-    pub met: Option<bool>,
-}
-
 impl Report {
-    /// The run at the default batch size.
-    pub fn default_run(&self) -> Option<&RunResult> {
-        self.runs
-            .iter()
-            .find(|r| r.batch_size == self.setup.default_batch)
+    /// The case every series shares.
+    pub fn anchor_case(&self) -> Case {
+        Case {
+            batch_size: self.setup.default_batch,
+            partitions: self.setup.partitions,
+            inbox_rows: 0,
+            duplicates: self.setup.duplicates,
+            replay: false,
+        }
     }
 
-    /// The run at B = 1, if measured.
-    pub fn one_run(&self) -> Option<&RunResult> {
-        self.runs.iter().find(|r| r.batch_size == 1)
+    /// The first run of the anchor case.
+    pub fn anchor(&self) -> Option<&CaseResult> {
+        let anchor = self.anchor_case();
+        self.cases.iter().find(|c| c.case == anchor)
     }
 
-    pub fn vs_database(&self) -> Option<f64> {
-        ratio(self.default_run()?.rate, self.database_only.rate)
+    /// The runs that differ from the anchor only in what `varies` leaves free, sorted by
+    /// `key`.
+    fn series(
+        &self,
+        varies: impl Fn(&mut Case, &Case),
+        key: impl Fn(&Case) -> f64,
+    ) -> Vec<&CaseResult> {
+        let anchor = self.anchor_case();
+        let mut series: Vec<&CaseResult> = Vec::new();
+        for result in &self.cases {
+            let mut expected = anchor;
+            varies(&mut expected, &result.case);
+            let seen = series.iter().any(|s| s.case == result.case);
+            if result.case == expected && !seen {
+                series.push(result);
+            }
+        }
+        series.sort_by(|a, b| key(&a.case).total_cmp(&key(&b.case)));
+        series
     }
 
-    pub fn vs_one(&self) -> Option<f64> {
-        ratio(self.default_run()?.rate, self.one_run()?.rate)
+    /// The anchor at every inbox size measured, empty first.
+    pub fn by_inbox(&self) -> Vec<&CaseResult> {
+        self.series(|e, c| e.inbox_rows = c.inbox_rows, |c| c.inbox_rows as f64)
     }
 
-    /// The highest peak RSS of the backlog runs.
-    pub fn backlog_peak(&self) -> Option<u64> {
+    /// The anchor at every partition count measured.
+    pub fn by_partitions(&self) -> Vec<&CaseResult> {
+        self.series(
+            |e, c| e.partitions = c.partitions,
+            |c| f64::from(c.partitions),
+        )
+    }
+
+    /// The anchor at every duplicate share measured (fresh records).
+    pub fn by_duplicates(&self) -> Vec<&CaseResult> {
+        self.series(|e, c| e.duplicates = c.duplicates, |c| c.duplicates)
+    }
+
+    /// The all-replay run, if measured.
+    pub fn replay(&self) -> Option<&CaseResult> {
+        self.cases.iter().find(|c| c.case.replay)
+    }
+
+    /// The run whose topic the replay re-read: the same records, inserted fresh.
+    pub fn replayed(&self) -> Option<&CaseResult> {
+        let replay = self.replay()?;
+        let fresh = Case {
+            replay: false,
+            ..replay.case
+        };
+        self.cases.iter().find(|c| c.case == fresh)
+    }
+
+    /// The largest partition count's backlog run.
+    pub fn widest_backlog(&self) -> Option<&BacklogResult> {
         self.backlog
             .iter()
-            .filter_map(|backlog| match backlog {
-                Backlog::Measured(b) => b.peak_rss,
+            .filter_map(|b| match b {
+                Backlog::Measured(b) => Some(b),
                 Backlog::Skipped(_) => None,
             })
-            .max()
+            .max_by_key(|b| b.partitions)
     }
+}
 
-    /// The issue's three targets.
-    pub fn targets(&self) -> [Target; 3] {
-        let vs_database = self.vs_database();
-        let vs_one = self.vs_one();
-        let peak = self.backlog_peak();
-        [
-            Target {
-                what: "end-to-end at the default B / ceiling 2 (database alone)",
-                measured: vs_database,
-                goal: "≥ 0.6",
-                met: vs_database.map(|r| r >= TARGET_VS_DATABASE),
-            },
-            Target {
-                what: "end-to-end at the default B / end-to-end at B = 1",
-                measured: vs_one,
-                goal: "≥ 20",
-                met: vs_one.map(|r| r >= TARGET_VS_ONE),
-            },
-            Target {
-                what: "peak RSS, database down with a backlog, any partition count (MB)",
-                measured: peak.map(megabytes),
-                goal: "< 150 MB",
-                met: peak.map(|p| p < TARGET_BACKLOG_RSS),
-            },
-        ]
-    }
-
-    /// What limits the results, in sentences: for each missed target what the phase numbers
-    /// say, and whatever else stands out.
-    pub fn limits(&self) -> Vec<String> {
-        let mut notes = Vec::new();
-        let cores = self.machine.cores as f64;
-        let c1 = self.kafka_only.rate;
-        let c2 = self.database_only.rate;
-        if let (Some(run), Some(ratio)) = (self.default_run(), self.vs_database()) {
-            if ratio < TARGET_VS_DATABASE {
-                notes.push(format!(
-                    "End-to-end at B = {} reached {:.2} of ceiling 2 ({} of {} events/s).",
-                    run.batch_size,
-                    ratio,
-                    whole(run.rate),
-                    whole(c2)
-                ));
-                if c1 < c2 {
-                    notes.push(format!(
-                        "Kafka alone (ceiling 1, {} events/s) is slower than the database alone: \
-                         reading the embedded broker, not PostgreSQL, is the tighter ceiling here.",
-                        whole(c1)
-                    ));
-                }
-                let busy = run.cpu.process + run.cpu.postgres;
-                if busy < 0.5 * cores {
-                    notes.push(format!(
-                        "Only {busy:.2} of the {} cores were busy during the run (this process \
-                         {:.2}, PostgreSQL {:.2}): neither the CPU nor the database was the \
-                         limit; the service spent most of the run waiting for records.",
-                        self.machine.cores, run.cpu.process, run.cpu.postgres
-                    ));
-                }
-                if busy >= 0.85 * cores {
-                    notes.push(format!(
-                        "The {} cores were saturated during the run ({:.2} cores busy: this \
-                         process {:.2}, PostgreSQL {:.2}); ceiling 2 had them without the broker, \
-                         the Kafka clients and the actors (ceiling 2 used {:.2} + {:.2}).",
-                        self.machine.cores,
-                        busy,
-                        run.cpu.process,
-                        run.cpu.postgres,
-                        self.database_only.cpu.process,
-                        self.database_only.cpu.postgres
-                    ));
-                }
-                if let Some((name, load)) = run.cpu.threads.first() {
-                    if *load >= 0.85 {
-                        notes.push(format!(
-                            "One thread was nearly saturated: `{name}` at {load:.2} of a core \
-                             ({}).",
-                            thread_role(name)
-                        ));
-                    }
-                }
-            }
+/// Rows in short: "1 M", "250 k", "900".
+pub fn rows(n: u64) -> String {
+    if n >= 1_000_000 && n % 100_000 == 0 {
+        let m = n as f64 / 1_000_000.0;
+        if m.fract() == 0.0 {
+            format!("{m:.0} M")
+        } else {
+            format!("{m:.1} M")
         }
-        if let (Some(one), Some(run), Some(ratio)) =
-            (self.one_run(), self.default_run(), self.vs_one())
-        {
-            if ratio < 2.0 {
-                notes.push(format!(
-                    "The batch size made little difference ({ratio:.1}×): something other \
-                     than the inbox transactions bounds the rate."
-                ));
-            } else if ratio < TARGET_VS_ONE {
-                let per_transaction =
-                    1000.0 * f64::from(self.setup.partitions) / one.rate.max(f64::EPSILON);
-                notes.push(format!(
-                    "B = 1 runs {} events/s: about {per_transaction:.2} ms per one-event \
-                     transaction on each of the {} partitions; B = {} is {ratio:.1}× that.",
-                    whole(one.rate),
-                    self.setup.partitions,
-                    run.batch_size
-                ));
-                if let Some(bound) = super::measure::ratio(c2, one.rate) {
-                    if bound < TARGET_VS_ONE {
-                        notes.push(format!(
-                            "Even the database alone is only {bound:.1}× B = 1 here, so no \
-                             service could reach 20× on this machine."
-                        ));
-                    }
-                }
-            }
-        }
-        for backlog in &self.backlog {
-            let Backlog::Measured(backlog) = backlog else {
-                continue;
-            };
-            if let (Some(peak), Some(base)) = (backlog.peak_rss, backlog.baseline_rss) {
-                if peak >= TARGET_BACKLOG_RSS {
-                    notes.push(format!(
-                        "Peak RSS with the database down over {} partitions was {:.0} MB, of \
-                         which {:.0} MB were there before the service started (the embedded \
-                         broker holding the backlog, the benchmark's own data).",
-                        backlog.partitions,
-                        megabytes(peak),
-                        megabytes(base)
-                    ));
-                }
-            }
-            if backlog.held > backlog.held_bound {
-                notes.push(format!(
-                    "During the outage the service held {} records, more than its bound of {}.",
-                    backlog.held, backlog.held_bound
-                ));
-            }
-        }
-        notes
+    } else if n >= 1_000 && n % 1_000 == 0 {
+        format!("{} k", n / 1_000)
+    } else {
+        whole(n as f64)
     }
 }
 
@@ -322,151 +326,204 @@ pub(super) mod tests {
         }
     }
 
-    fn run(batch_size: usize, rate: f64) -> RunResult {
-        RunResult {
-            batch_size,
-            records: 1000,
-            unique: 900,
-            elapsed: Duration::from_secs(1),
+    pub fn throughput(rate: f64) -> Throughput {
+        Throughput {
+            records: 200_000,
+            unique: 180_000,
+            elapsed: Duration::from_secs_f64(200_000.0 / rate),
             rate,
-            latency: Some(Latency {
-                records: 100,
-                offered_rate: rate / 2.0,
-                p50: Duration::from_millis(80),
-                p99: Duration::from_millis(190),
-            }),
             peak_rss: Some(60_000_000),
             cpu: CpuUsage {
-                process: 1.0,
-                threads: vec![("history-consume".into(), 0.95)],
-                postgres: 0.9,
+                process: 0.4,
+                threads: vec![("history-consume".into(), 0.3)],
+                postgres: 1.2,
             },
         }
     }
 
-    fn ceiling(rate: f64) -> CeilingResult {
+    pub fn ceiling(rate: f64, tasks: usize) -> CeilingResult {
         CeilingResult {
-            records: 1000,
-            elapsed: Duration::from_secs(1),
+            records: 200_000,
+            tasks,
+            connections: tasks.min(16),
+            elapsed: Duration::from_secs_f64(200_000.0 / rate),
             rate,
             peak_rss: Some(50_000_000),
-            cpu: CpuUsage::default(),
+            cpu: CpuUsage {
+                process: 0.1,
+                threads: Vec::new(),
+                postgres: 1.5,
+            },
         }
     }
 
-    pub fn report(one: f64, default: f64, c1: f64, c2: f64, peak: u64) -> Report {
+    pub fn anchor() -> Case {
+        Case {
+            batch_size: 256,
+            partitions: 4,
+            inbox_rows: 0,
+            duplicates: 0.1,
+            replay: false,
+        }
+    }
+
+    pub fn case(
+        change: impl FnOnce(&mut Case),
+        rate: f64,
+        ceiling_rate: Option<f64>,
+    ) -> CaseResult {
+        let mut case = anchor();
+        change(&mut case);
+        CaseResult {
+            case,
+            run: throughput(rate),
+            ceiling: ceiling_rate.map(|r| ceiling(r, case.partitions as usize)),
+        }
+    }
+
+    pub fn backlog(partitions: i32, peak: u64) -> Backlog {
+        Backlog::Measured(BacklogResult {
+            partitions,
+            records: 264_000,
+            unique: 237_000,
+            outage: Duration::from_secs(15),
+            baseline_rss: Some(40_000_000),
+            peak_rss: Some(peak),
+            rss_samples: vec![50_000_000, peak],
+            held: 100_000,
+            held_bound: 145_920,
+            drained_in: Duration::from_secs(5),
+        })
+    }
+
+    /// A run that meets every target.
+    pub fn report() -> Report {
         Report {
             written_at: chrono::Utc::now(),
             machine: machine(),
+            load: Load {
+                at_start: Some([0.3, 0.5, 0.7]),
+                at_end: Some([1.9, 1.2, 0.9]),
+            },
             setup: Setup {
                 command: "history-consumer bench".into(),
                 release_build: true,
-                events: 1000,
+                quick: false,
+                events: 200_000,
                 partitions: 4,
                 duplicates: 0.1,
                 default_batch: 256,
                 own_database: true,
                 commit_interval: Duration::from_millis(100),
+                db_pool_size: 16,
                 latency_load: 0.5,
-                latency_window: Duration::from_secs(5),
             },
-            runs: vec![run(1, one), run(32, default / 2.0), run(256, default)],
-            kafka_only: ceiling(c1),
-            database_only: ceiling(c2),
-            backlog: vec![Backlog::Measured(BacklogResult {
-                partitions: 4,
-                records: 120_000,
-                unique: 108_000,
-                outage: Duration::from_secs(15),
-                baseline_rss: Some(40_000_000),
-                peak_rss: Some(peak),
-                rss_samples: vec![50_000_000, peak],
-                held: 8_000,
-                held_bound: 8_096,
-                drained_in: Duration::from_secs(12),
-            })],
+            cases: vec![
+                case(|_| {}, 90_000.0, Some(100_000.0)),
+                case(|c| c.batch_size = 1, 5_000.0, None),
+                case(|c| c.batch_size = 32, 45_000.0, None),
+                case(|c| c.inbox_rows = 1_000_000, 85_000.0, Some(95_000.0)),
+                case(|c| c.inbox_rows = 10_000_000, 70_000.0, Some(80_000.0)),
+                case(|c| c.partitions = 16, 88_000.0, Some(99_000.0)),
+                case(|c| c.partitions = 64, 85_000.0, Some(98_000.0)),
+                case(|c| c.duplicates = 0.0, 88_000.0, Some(99_000.0)),
+                case(
+                    |c| {
+                        c.duplicates = 0.0;
+                        c.replay = true;
+                    },
+                    200_000.0,
+                    Some(300_000.0),
+                ),
+                case(|c| c.duplicates = 0.5, 120_000.0, Some(140_000.0)),
+            ],
+            anchor_others: vec![
+                case(|_| {}, 85_000.0, Some(100_000.0)),
+                case(|_| {}, 92_000.0, Some(98_000.0)),
+            ],
+            anchor_again: Some(throughput(87_000.0)),
+            kafka_only: ceiling(1_000_000.0, 1),
+            latency: Some(LatencyResult {
+                latency: Latency {
+                    records: 200_000,
+                    offered_rate: 45_000.0,
+                    p50: Duration::from_millis(80),
+                    p90: Duration::from_millis(120),
+                    p99: Duration::from_millis(150),
+                    p999: Duration::from_millis(190),
+                    max: Duration::from_millis(260),
+                },
+                window: Duration::from_secs(5),
+            }),
+            backlog: vec![backlog(4, 70_000_000), backlog(64, 130_000_000)],
         }
     }
 
     #[test]
-    fn targets_met_say_so_and_need_no_explanation() {
-        let report = report(1_000.0, 30_000.0, 100_000.0, 40_000.0, 90_000_000);
-        let met: Vec<Option<bool>> = report.targets().iter().map(|t| t.met).collect();
-        assert_eq!(met, vec![Some(true), Some(true), Some(true)]);
-        assert_eq!(report.vs_one(), Some(30.0));
-        assert!(report.limits().is_empty(), "{:?}", report.limits());
+    fn each_series_holds_the_anchor_and_the_runs_that_vary_one_thing() {
+        let report = report();
+        let inbox: Vec<u64> = report
+            .by_inbox()
+            .iter()
+            .map(|c| c.case.inbox_rows)
+            .collect();
+        assert_eq!(inbox, [0, 1_000_000, 10_000_000]);
+        let partitions: Vec<i32> = report
+            .by_partitions()
+            .iter()
+            .map(|c| c.case.partitions)
+            .collect();
+        assert_eq!(partitions, [4, 16, 64]);
+        let shares: Vec<f64> = report
+            .by_duplicates()
+            .iter()
+            .map(|c| c.case.duplicates)
+            .collect();
+        assert_eq!(shares, [0.0, 0.1, 0.5]);
+        assert_eq!(report.replay().unwrap().run.rate, 200_000.0);
+        assert_eq!(report.replayed().unwrap().case.duplicates, 0.0);
+        assert_eq!(report.anchor().unwrap().run.rate, 90_000.0);
+        assert_eq!(report.widest_backlog().unwrap().partitions, 64);
     }
 
     #[test]
-    fn a_missed_database_ratio_names_the_tighter_ceiling_and_the_busy_thread() {
-        let report = report(1_000.0, 12_000.0, 20_000.0, 40_000.0, 90_000_000);
-        let [vs_database, ..] = report.targets();
-        assert_eq!(vs_database.met, Some(false));
-        let limits = report.limits().join("\n");
-        assert!(limits.contains("0.30 of ceiling 2"), "{limits}");
-        assert!(
-            limits.contains("Kafka alone (ceiling 1, 20,000 events/s)"),
-            "{limits}"
-        );
-        assert!(limits.contains("`history-consume`"), "{limits}");
-        assert!(limits.contains("saturated"), "{limits}");
+    fn a_case_is_labelled_by_what_sets_it_apart() {
+        let anchor = anchor();
+        assert_eq!(anchor.label(&anchor), "default (empty inbox)");
+        let big = Case {
+            inbox_rows: 10_000_000,
+            ..anchor
+        };
+        assert_eq!(big.label(&anchor), "10 M rows in the inbox");
+        let wide = Case {
+            partitions: 64,
+            duplicates: 0.5,
+            ..anchor
+        };
+        assert_eq!(wide.label(&anchor), "64 partitions, 50 % duplicates");
+        let replay = Case {
+            replay: true,
+            ..anchor
+        };
+        assert!(replay.label(&anchor).starts_with("replay"));
     }
 
     #[test]
-    fn an_idle_machine_with_a_missed_ratio_says_the_service_was_waiting() {
-        let mut report = report(1_000.0, 5_000.0, 2_000_000.0, 100_000.0, 90_000_000);
-        for run in &mut report.runs {
-            run.cpu = CpuUsage {
-                process: 0.05,
-                threads: vec![("kafka-driver".into(), 0.01)],
-                postgres: 0.07,
-            };
-        }
-        let limits = report.limits().join("\n");
-        assert!(
-            limits.contains("Only 0.12 of the 2 cores were busy"),
-            "{limits}"
-        );
-        assert!(!limits.contains("saturated"), "{limits}");
-    }
-
-    #[test]
-    fn a_missed_batch_ratio_explains_itself_and_no_batching_is_called_out() {
-        let report = report(1_000.0, 15_000.0, 100_000.0, 16_000.0, 90_000_000);
-        let limits = report.limits().join("\n");
-        assert!(
-            limits.contains("Even the database alone is only 16.0×"),
-            "{limits}"
-        );
-        let flat = report_with_flat_batches();
-        assert!(flat.limits().join("\n").contains("little difference"));
-    }
-
-    fn report_with_flat_batches() -> Report {
-        report(1_000.0, 1_100.0, 100_000.0, 40_000.0, 90_000_000)
-    }
-
-    #[test]
-    fn a_big_backlog_peak_fails_its_target_and_shows_the_baseline() {
-        let report = report(1_000.0, 30_000.0, 100_000.0, 40_000.0, 180_000_000);
-        assert_eq!(report.targets()[2].met, Some(false));
-        assert!(report.limits().join("\n").contains("of which 40 MB"));
-    }
-
-    #[test]
-    fn without_b_one_or_the_backlog_those_targets_are_not_judged() {
-        let mut report = report(1_000.0, 30_000.0, 100_000.0, 40_000.0, 90_000_000);
-        report.runs.retain(|r| r.batch_size != 1);
-        report.backlog = vec![Backlog::Skipped("with --database-url".into())];
-        let met: Vec<Option<bool>> = report.targets().iter().map(|t| t.met).collect();
-        assert_eq!(met, vec![Some(true), None, None]);
-    }
-
-    #[test]
-    fn whole_numbers_get_thousands_separators() {
+    fn rows_and_numbers_are_written_short_and_grouped() {
+        assert_eq!(rows(10_000_000), "10 M");
+        assert_eq!(rows(1_500_000), "1.5 M");
+        assert_eq!(rows(100_000), "100 k");
+        assert_eq!(rows(950), "950");
         assert_eq!(whole(0.0), "0");
         assert_eq!(whole(999.4), "999");
-        assert_eq!(whole(1_000.0), "1,000");
         assert_eq!(whole(1_234_567.0), "1,234,567");
+    }
+
+    #[test]
+    fn a_held_record_costs_the_growth_over_the_baseline() {
+        let Backlog::Measured(b) = backlog(64, 130_000_000) else {
+            unreachable!()
+        };
+        assert_eq!(b.bytes_per_held(), Some(900.0));
     }
 }

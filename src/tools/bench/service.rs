@@ -1,6 +1,8 @@
 //! The service under test, in process: production's settings except the batch size (and a
-//! commit interval short enough not to dominate the timings), and a watch that polls its status
-//! snapshot to see when records were first fetched and when each partition's commit moved.
+//! commit interval short enough not to dominate the timings), and a watch that sees when
+//! records were first fetched (status snapshots, until then) and when each partition's
+//! committed offset moved (the service's metrics: a snapshot copies every partition's recent
+//! outcomes and Unknown backlog, too dear to take a hundred times a second).
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +20,7 @@ use crate::config::{KafkaSettings, RuntimeSettings, Settings};
 use crate::error_text::chain;
 use crate::startup::{AppHandle, Application, StartupError};
 
-/// How often the watch asks for a status snapshot.
+/// How often the watch looks at the service.
 const POLL: Duration = Duration::from_millis(10);
 /// How long a status snapshot may take before the poll does without it.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -125,13 +127,41 @@ impl Service {
     fn has_stopped(&self) -> bool {
         self.task.is_finished()
     }
+
+    /// Per partition, the committed offset the service's metrics report
+    /// (`history_committed_offset`, set when a commit is acknowledged).
+    pub fn committed(&self) -> Vec<(i32, i64)> {
+        let families = self.handle.metrics.registry().gather();
+        let Some(family) = families
+            .iter()
+            .find(|f| f.name() == "history_committed_offset")
+        else {
+            return Vec::new();
+        };
+        family
+            .get_metric()
+            .iter()
+            .filter_map(|metric| {
+                let partition = metric
+                    .get_label()
+                    .iter()
+                    .find(|l| l.name() == "partition")?
+                    .value()
+                    .parse()
+                    .ok()?;
+                Some((partition, metric.get_gauge().value() as i64))
+            })
+            .collect()
+    }
 }
 
-/// What the status polls saw: the first fetch and every move of the committed offsets.
+/// What the watch saw: the first fetch and every move of the committed offsets.
 pub struct Watch {
     pub timeline: CommitTimeline,
     /// When a partition actor was first seen holding a record, and the CPU times then.
     pub first_fetch: Option<(Instant, CpuSnapshot)>,
+    /// Whether to look for the first fetch (in status snapshots, until it is seen).
+    look_for_fetch: bool,
 }
 
 impl Watch {
@@ -139,6 +169,15 @@ impl Watch {
         Watch {
             timeline: CommitTimeline::new(partitions),
             first_fetch: None,
+            look_for_fetch: true,
+        }
+    }
+
+    /// A watch of the commits only (no status snapshots at all).
+    pub fn commits_only(partitions: i32) -> Watch {
+        Watch {
+            look_for_fetch: false,
+            ..Watch::new(partitions)
         }
     }
 
@@ -161,20 +200,14 @@ impl Watch {
                     "it stopped during {phase}"
                 )));
             }
-            let Some(status) = service.status().await else {
-                continue;
-            };
+            if self.look_for_fetch && self.first_fetch.is_none() {
+                self.look_for_first_fetch(service).await;
+            }
             let now = Instant::now();
             let mut committed_sum = 0;
-            for view in &status.partitions {
-                let fetched = view.actor.as_ref().is_some_and(|a| a.last_offset.is_some());
-                if fetched && self.first_fetch.is_none() {
-                    self.first_fetch = Some((now, CpuSnapshot::take()));
-                }
-                if let Some(committed) = view.checkpoint.as_ref().and_then(|c| c.committed) {
-                    self.timeline.observe(now, view.partition, committed);
-                    committed_sum += committed;
-                }
+            for (partition, committed) in service.committed() {
+                self.timeline.observe(now, partition, committed);
+                committed_sum += committed;
             }
             if progress != Some(committed_sum) {
                 (progress, moved) = (Some(committed_sum), now);
@@ -196,6 +229,19 @@ impl Watch {
                     });
                 }
             }
+        }
+    }
+
+    async fn look_for_first_fetch(&mut self, service: &Service) {
+        let Some(status) = service.status().await else {
+            return;
+        };
+        let fetched = status
+            .partitions
+            .iter()
+            .any(|view| view.actor.as_ref().is_some_and(|a| a.last_offset.is_some()));
+        if fetched {
+            self.first_fetch = Some((Instant::now(), CpuSnapshot::take()));
         }
     }
 }
