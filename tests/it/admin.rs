@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use crate::app::{TestApp, spawn_app, spawn_app_with, test_settings};
-use crate::helpers::{test_database, unique_name, wait_for};
-use crate::http::{get, post_form, request};
-use crate::kafka::{TestKafka, payload, story_900, story_901};
+use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
+use crate::support::helpers::{test_database, unique_name, wait_for};
+use crate::support::http::{get, post_form, request};
+use crate::support::kafka::{TestKafka, payload, story_900, story_901};
 
 const TOKEN: &str = "test-admin-token";
 

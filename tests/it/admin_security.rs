@@ -11,10 +11,10 @@ use history_consumer::admin::sessions::MAX_SESSIONS;
 use history_consumer::admin::throttle;
 use history_consumer::admin::{ADMIN_WORKER_NICE, OVER_LIMIT_DELAY};
 
-use crate::app::{TestApp, spawn_app, spawn_app_with, test_settings};
-use crate::helpers::{TestDb, test_database, unique_name, wait_for};
-use crate::http::{Response, get, post_form, request, request_from};
-use crate::kafka::TestKafka;
+use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
+use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
+use crate::support::http::{Response, get, post_form, request, request_from};
+use crate::support::kafka::TestKafka;
 
 const TOKEN: &str = "test-admin-token";
 

@@ -10,7 +10,7 @@ use history_consumer::tools::bench::{
 };
 use tokio::process::Command;
 
-use crate::helpers::unique_name;
+use crate::support::helpers::unique_name;
 
 #[tokio::test]
 async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() {

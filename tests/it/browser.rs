@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use history_consumer::stuck::StuckRules;
 
-use crate::app::{spawn_app_with, test_settings};
-use crate::helpers::{own_database, test_database};
-use crate::helpers::{unique_name, wait_for};
-use crate::http::get;
-use crate::kafka::{TestKafka, numbered_event};
-use crate::webdriver::Browser;
+use crate::support::app::{spawn_app_with, test_settings};
+use crate::support::helpers::{own_database, test_database};
+use crate::support::helpers::{unique_name, wait_for};
+use crate::support::http::get;
+use crate::support::kafka::{TestKafka, numbered_event};
+use crate::support::webdriver::{Browser, processes_mentioning};
 
 /// Where screenshots go: kept with the build, not in the source tree.
 fn artifact(name: &str) -> PathBuf {
@@ -188,4 +188,18 @@ async fn with_read_auth_the_browser_signs_in_first_and_lands_on_the_page_it_aske
     browser.click("#logout").await;
     browser.wait_for_element("#token").await;
     app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_browser_leaves_no_process_behind() {
+    let browser = Browser::start().await;
+    let profile = browser.profile().display().to_string();
+    assert!(!processes_mentioning(&profile).is_empty(), "Chromium runs");
+    drop(browser);
+    wait_for(
+        Duration::from_secs(10),
+        "every Chromium process of the session to end",
+        || async { processes_mentioning(&profile).is_empty().then_some(()) },
+    )
+    .await;
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use history_consumer::domain::DuplicateCause;
 
-use crate::app::spawn_app;
-use crate::helpers::{test_database, wait_for};
-use crate::kafka::{Broker, TestKafka, payload, story_900, story_901};
+use crate::support::app::spawn_app;
+use crate::support::helpers::{test_database, wait_for};
+use crate::support::kafka::{Broker, TestKafka, payload, story_900, story_901};
 
 #[actix_web::test]
 async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end_on_the_mock()

@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::helpers::free_port;
-use crate::helpers::unique_name;
+use crate::support::helpers::free_port;
+use crate::support::helpers::unique_name;
 
 /// The `key=value` pairs of the final `demo summary:` line.
 fn summary(stdout: &[String]) -> Option<HashMap<String, String>> {

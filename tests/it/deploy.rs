@@ -16,11 +16,11 @@ use history_consumer::actors::messages::PartitionAction;
 use history_consumer::stuck::StuckRules;
 use serde_json::Value;
 
-use crate::app::{TestApp, spawn_app_with, test_settings};
-use crate::helpers::{free_port, own_database};
-use crate::helpers::{test_database, unique_name, wait_for};
-use crate::http::get;
-use crate::kafka::{TestKafka, numbered_event, story_900};
+use crate::support::app::{TestApp, spawn_app_with, test_settings};
+use crate::support::helpers::{free_port, own_database};
+use crate::support::helpers::{test_database, unique_name, wait_for};
+use crate::support::http::get;
+use crate::support::kafka::{TestKafka, numbered_event, story_900};
 
 const COMPOSE_FILE: &str = "docker-compose.yml";
 const DASHBOARD: &str = "dashboards/history-consumer.json";

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use history_consumer::config::Settings;
 
-use crate::app::{TestApp, spawn_app, spawn_app_with, test_settings};
-use crate::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
-use crate::kafka::{Broker, TestKafka, Transaction, numbered_event};
+use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
+use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::support::kafka::{Broker, TestKafka, Transaction, numbered_event};
 
 // On the mock this passes trivially: it keeps no commit markers, so the high watermark is one
 // past the last record. It stays as the check that the body itself is sound.

@@ -10,8 +10,8 @@ use history_consumer::inbox::{
 };
 use tokio::sync::oneshot;
 
-use crate::helpers::{TestDb, test_database, test_database_with, wait_for};
-use crate::proxy::{Proxy, through, upstream};
+use crate::support::helpers::{TestDb, test_database, test_database_with, wait_for};
+use crate::support::proxy::{Proxy, through, upstream};
 
 const AT_7: Origin = Origin {
     partition: 0,

@@ -4,24 +4,18 @@
 
 mod admin;
 mod admin_security;
-mod app;
-mod batch;
-mod batching;
 mod bench;
 mod browser;
 mod consumer;
+mod consumer_batching;
 mod demo;
 mod deploy;
 mod fetch;
-mod helpers;
-mod http;
 mod inbox;
-mod kafka;
+mod inbox_batch;
 mod layout;
 mod migrations;
 mod process;
 mod produce;
-mod proxy;
 mod resilience;
-mod tansu;
-mod webdriver;
+mod support;

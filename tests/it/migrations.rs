@@ -2,7 +2,7 @@
 
 use history_consumer::inbox::{MigrateError, migrate};
 
-use crate::helpers::{empty_database, test_database};
+use crate::support::helpers::{empty_database, test_database};
 
 async fn connect(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)

@@ -1,107 +1,12 @@
 //! The service as the real binary, where a process must die: SIGTERM, `kill -9`, and two or
 //! three members of one group, on the mock cluster and on tansu.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use crate::helpers::{
-    TestDb, assert_stored_once, free_port, killed_when_the_spawning_thread_ends, test_database,
-    unique_name, wait_for,
-};
-use crate::kafka::{Broker, TestKafka, numbered_event};
-
-/// A running `history-consumer run` process.
-pub struct ServiceProcess {
-    child: Child,
-    pub admin: String,
-    pub log: PathBuf,
-}
-
-impl ServiceProcess {
-    /// Starts a member on the test's thread; it dies with that thread at the latest.
-    pub fn spawn(db: &TestDb, kafka: &TestKafka, group: &str) -> ServiceProcess {
-        let admin = format!("127.0.0.1:{}", free_port());
-        let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-consumer")));
-        let file = std::fs::File::create(&log).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
-        killed_when_the_spawning_thread_ends(&mut command);
-        let child = command
-            .args([
-                "run",
-                "--brokers",
-                &kafka.brokers,
-                "--topic",
-                &kafka.topic,
-                "--group",
-                group,
-            ])
-            .args(["--database-url", &db.url, "--admin-addr", &admin])
-            .args(["--kafka-option", "session.timeout.ms=6000"])
-            .args(["--kafka-option", "heartbeat.interval.ms=500"])
-            .args(["--commit-interval", "100ms", "--drain-timeout", "3s"])
-            .env("HISTORY_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .expect("start the binary");
-        ServiceProcess { child, admin, log }
-    }
-
-    pub fn kill_9(&mut self) {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
-        let _ = self.child.wait();
-    }
-
-    pub fn sigterm(&mut self) {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-    }
-
-    /// Waits for the process to exit; its exit code.
-    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
-        let log = self.log.clone();
-        let status = wait_for(timeout, "the process to exit", || {
-            let status = self.child.try_wait().unwrap();
-            async move { status }
-        })
-        .await;
-        if !status.success() {
-            eprintln!("{}", std::fs::read_to_string(log).unwrap_or_default());
-        }
-        status.code()
-    }
-
-    /// `GET path` on the admin server: the JSON body, if it answered 200.
-    pub async fn get_json(&self, path: &str) -> Option<serde_json::Value> {
-        let mut stream = tokio::net::TcpStream::connect(&self.admin).await.ok()?;
-        let request = format!("GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.admin);
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        let (head, body) = response.split_once("\r\n\r\n")?;
-        if head.split_whitespace().nth(1) != Some("200") {
-            return None;
-        }
-        serde_json::from_str(body).ok()
-    }
-
-    pub async fn owned_partitions(&self) -> usize {
-        self.get_json("/api/status")
-            .await
-            .and_then(|s| s["partitions"].as_array().map(Vec::len))
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for ServiceProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::support::kafka::{Broker, TestKafka, numbered_event};
+use crate::support::service::ServiceProcess;
 
 /// Produces events `range`, round robin over the partitions, all in flight at once.
 async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>) {

@@ -3,9 +3,9 @@
 
 use history_consumer::domain::DuplicateCause;
 
-use crate::app::spawn_app;
-use crate::helpers::test_database;
-use crate::kafka::{Broker, TestKafka};
+use crate::support::app::spawn_app;
+use crate::support::helpers::test_database;
+use crate::support::kafka::{Broker, TestKafka};
 
 fn field(line: &str, name: &str) -> u64 {
     line.split_whitespace()

@@ -6,10 +6,10 @@ use std::time::Duration;
 use history_consumer::actors::messages::PartitionAction;
 use history_consumer::actors::status::PartitionState;
 
-use crate::app::{spawn_app, spawn_app_with, test_settings};
-use crate::helpers::own_database;
-use crate::helpers::{test_database, unique_name, wait_for};
-use crate::kafka::{Broker, TestKafka, Transaction, numbered_event};
+use crate::support::app::{spawn_app, spawn_app_with, test_settings};
+use crate::support::helpers::own_database;
+use crate::support::helpers::{test_database, unique_name, wait_for};
+use crate::support::kafka::{Broker, TestKafka, Transaction, numbered_event};
 
 #[actix_web::test]
 async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_on_the_mock() {

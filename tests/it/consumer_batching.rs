@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use history_consumer::domain::DuplicateCause;
 
-use crate::app::{spawn_app_with, test_settings};
-use crate::helpers::{test_database, unique_name, wait_for};
-use crate::kafka::{TestKafka, numbered_event};
+use crate::support::app::{spawn_app_with, test_settings};
+use crate::support::helpers::{test_database, unique_name, wait_for};
+use crate::support::kafka::{TestKafka, numbered_event};
 
 #[actix_web::test]
 async fn a_failing_batch_is_isolated_record_by_record_so_one_bad_row_blocks_only_itself() {

@@ -9,7 +9,7 @@ use history_consumer::domain::{RejectReason, Rejection, TicketEvent};
 use history_consumer::inbox::Origin;
 use history_consumer::inbox::batch::{BatchItem, BatchOutcome, process_batch};
 
-use crate::helpers::{TestDb, test_database, test_database_with};
+use crate::support::helpers::{TestDb, test_database, test_database_with};
 
 use BatchOutcome::{AlreadyApplied, Applied, DeadLettered};
 

@@ -41,7 +41,7 @@ impl TansuServer {
         let binary = find_binary()?;
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            match start_on(&binary, crate::helpers::free_port()) {
+            match start_on(&binary, crate::support::helpers::free_port()) {
                 Ok(server) => {
                     clean_up_at_exit(server.process.id(), &server.log);
                     return Ok(server);
@@ -87,7 +87,10 @@ impl TansuServer {
 
 /// Starts tansu on `port` and waits until it answers a metadata request.
 fn start_on(binary: &Path, port: u16) -> Result<TansuServer, String> {
-    let log = std::env::temp_dir().join(format!("{}.log", crate::helpers::unique_name("tansu")));
+    let log = std::env::temp_dir().join(format!(
+        "{}.log",
+        crate::support::helpers::unique_name("tansu")
+    ));
     let file = std::fs::File::create(&log).map_err(|e| format!("creating {log:?}: {e}"))?;
     let address = format!("127.0.0.1:{port}");
     let url = format!("tcp://{address}");
@@ -224,7 +227,7 @@ fn version_of(binary: &Path) -> Option<String> {
 /// threads end with their test, so the child is spawned from a thread that lives as long as
 /// the process.
 fn spawn_dying_with_us(mut command: Command) -> io::Result<Child> {
-    crate::helpers::killed_when_the_spawning_thread_ends(&mut command);
+    crate::support::helpers::killed_when_the_spawning_thread_ends(&mut command);
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("tansu-parent".into())

@@ -76,7 +76,7 @@ impl TestKafka {
     /// A topic on a fresh mock cluster.
     pub fn start(partitions: i32) -> TestKafka {
         let cluster = MockCluster::new(1).expect("mock cluster");
-        let topic = crate::helpers::unique_name("tickets");
+        let topic = crate::support::helpers::unique_name("tickets");
         cluster
             .create_topic(&topic, partitions, 1)
             .expect("create topic");
@@ -95,8 +95,8 @@ impl TestKafka {
         match broker {
             Broker::Mock => TestKafka::start(partitions),
             Broker::Tansu => {
-                let server = crate::tansu::server();
-                let topic = crate::helpers::unique_name("tickets");
+                let server = crate::support::tansu::server();
+                let topic = crate::support::helpers::unique_name("tickets");
                 server.create_topic(&topic, partitions).await;
                 TestKafka {
                     broker,
@@ -176,7 +176,10 @@ impl TestKafka {
         tokio::task::spawn_blocking(move || {
             let producer: FutureProducer = ClientConfig::new()
                 .set("bootstrap.servers", &brokers)
-                .set("transactional.id", crate::helpers::unique_name("tx"))
+                .set(
+                    "transactional.id",
+                    crate::support::helpers::unique_name("tx"),
+                )
                 .create()
                 .expect("transactional producer");
             let timeout = Duration::from_secs(30);
@@ -301,7 +304,7 @@ impl TestKafka {
             let consumer: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &brokers)
                 // Needed to assign; this consumer never joins the group nor commits.
-                .set("group.id", crate::helpers::unique_name("ends"))
+                .set("group.id", crate::support::helpers::unique_name("ends"))
                 .set("enable.auto.commit", "false")
                 .set("isolation.level", "read_uncommitted")
                 .set("enable.partition.eof", "true")

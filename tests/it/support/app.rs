@@ -9,8 +9,8 @@ use history_consumer::config::admin::AdminSettings;
 use history_consumer::config::{KafkaSettings, RuntimeSettings, Settings};
 use history_consumer::startup::{AppHandle, Application};
 
-use crate::helpers::{TestDb, unique_name, wait_for};
-use crate::kafka::{Broker, TestKafka};
+use crate::support::helpers::{TestDb, unique_name, wait_for};
+use crate::support::kafka::{Broker, TestKafka};
 
 pub struct TestApp {
     pub handle: AppHandle,
