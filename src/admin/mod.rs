@@ -9,9 +9,11 @@
 //! Layout: [`routes`] (handlers and the read gate), [`pages`]
 //! (view models and templates), [`queries`] (database reads and the audit trail) over [`pool`]
 //! (the admin's own connections), [`auth`] (token, CSRF) with [`sessions`] and [`throttle`],
+//! [`error`] (why a request failed, as JSON or as a page),
 //! [`redirect`] (where a sign-in may lead), [`sparkline`] (trend SVG).
 
 pub mod auth;
+pub mod error;
 pub mod pages;
 pub mod pool;
 pub mod queries;

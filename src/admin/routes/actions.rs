@@ -3,27 +3,24 @@
 use super::*;
 use crate::admin::auth::bearer_token;
 
-/// Why an action was not carried out.
-pub(super) enum Refused {
-    BadRequest(String),
-    Denied(Denied),
-    NotOwned(NotOwned),
-}
-
-/// Checks, applies and records an action; the audit line says who did what.
+/// Checks, applies and records an action; the audit line says who did what. A refusal for
+/// going over a limit comes late (see [`tarpit`]).
 pub(super) async fn act(
     state: &AdminState,
     request: &HttpRequest,
     partition: &str,
     action: &str,
     csrf: Option<&str>,
-) -> Result<(i32, PartitionAction), Refused> {
-    let principal = state
-        .auth
-        .authorize(request, csrf)
-        .map_err(Refused::Denied)?;
-    let partition = parse_partition(partition).map_err(Refused::BadRequest)?;
-    let action = parse_action(action).map_err(Refused::BadRequest)?;
+) -> Result<(i32, PartitionAction), AdminError> {
+    let principal = match state.auth.authorize(request, csrf) {
+        Ok(principal) => principal,
+        Err(denied) => {
+            tarpit(&denied).await;
+            return Err(denied.into());
+        }
+    };
+    let partition = parse_partition(partition)?;
+    let action = parse_action(action)?;
     let applied = state
         .supervisor
         .send(PartitionCommand { partition, action })
@@ -35,9 +32,9 @@ pub(super) async fn act(
     if let Err(error) =
         queries::record_action(&state.pool, partition, action.as_str(), &actor, result).await
     {
-        tracing::warn!(error = %error, "admin action not recorded in the audit trail");
+        tracing::warn!(error = %chain(&error), "admin action not recorded in the audit trail");
     }
-    applied.map_err(Refused::NotOwned)?;
+    applied?;
     Ok((partition, action))
 }
 
@@ -49,21 +46,11 @@ pub(super) async fn partition_action(
     form: web::Form<CsrfForm>,
 ) -> HttpResponse {
     let (partition, action) = path.into_inner();
-    match act(&state, &request, &partition, &action, form.csrf.as_deref()).await {
-        Ok((partition, action)) => {
-            see_other(&format!("/partitions/{partition}?done={}", action.as_str()))
-        }
-        Err(Refused::BadRequest(message)) => {
-            error_page(&state, &request, StatusCode::BAD_REQUEST, message)
-        }
-        Err(Refused::Denied(denied)) => {
-            tarpit(&denied).await;
-            denied_response(&state, &request, &denied, false, "")
-        }
-        Err(Refused::NotOwned(error)) => {
-            error_page(&state, &request, StatusCode::CONFLICT, error.to_string())
-        }
-    }
+    let acted = act(&state, &request, &partition, &action, form.csrf.as_deref()).await;
+    let page = acted.map(|(partition, action)| {
+        see_other(&format!("/partitions/{partition}?done={}", action.as_str()))
+    });
+    page_or_error(&state, &request, page)
 }
 
 #[post("/api/partitions/{partition}/actions/{action}")]
@@ -71,33 +58,28 @@ pub(super) async fn api_partition_action(
     state: State,
     request: HttpRequest,
     path: web::Path<(String, String)>,
-) -> HttpResponse {
+) -> Result<HttpResponse, AdminError> {
     let (partition, action) = path.into_inner();
-    // The API authenticates with the bearer token only: a session cookie is not enough here,
-    // so a cross-site request can never act through it.
-    if bearer_token(&request).is_none() {
-        let denied = if state.auth.read_only() {
-            Denied::ReadOnly
-        } else {
-            Denied::NotSignedIn
-        };
-        return denied_response(
-            &state,
-            &request,
-            &denied,
-            true,
-            "; send Authorization: Bearer <token>",
-        );
+    require_bearer(&state, &request)?;
+    let (partition, action) = act(&state, &request, &partition, &action, None).await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "partition": partition, "action": action, "result": "ok"
+    })))
+}
+
+/// The API authenticates with the bearer token only: a session cookie is not enough there,
+/// so a cross-site request can never act through it.
+pub(super) fn require_bearer(state: &AdminState, request: &HttpRequest) -> Result<(), AdminError> {
+    if bearer_token(request).is_some() {
+        return Ok(());
     }
-    match act(&state, &request, &partition, &action, None).await {
-        Ok((partition, action)) => HttpResponse::Ok().json(serde_json::json!({
-            "partition": partition, "action": action, "result": "ok"
-        })),
-        Err(Refused::BadRequest(message)) => json_error(StatusCode::BAD_REQUEST, message),
-        Err(Refused::Denied(denied)) => {
-            tarpit(&denied).await;
-            denied_response(&state, &request, &denied, true, "")
-        }
-        Err(Refused::NotOwned(error)) => json_error(StatusCode::CONFLICT, error.to_string()),
-    }
+    let denied = if state.auth.read_only() {
+        Denied::ReadOnly
+    } else {
+        Denied::NotSignedIn
+    };
+    Err(AdminError::Denied {
+        denied,
+        hint: "; send Authorization: Bearer <token>",
+    })
 }

@@ -67,7 +67,8 @@ fn refuse(state: &AdminState, request: &HttpRequest, denied: &Denied) -> HttpRes
             Denied::NotSignedIn => " (or send Authorization: Bearer <token>)",
             _ => "",
         };
-        return denied_response(state, request, denied, true, hint);
+        let denied = denied.clone();
+        return AdminError::Denied { denied, hint }.error_response();
     }
     if *denied == Denied::NotSignedIn {
         let here = request
@@ -76,5 +77,5 @@ fn refuse(state: &AdminState, request: &HttpRequest, denied: &Denied) -> HttpRes
             .map_or(path, |pq| pq.as_str());
         return see_other(&login_url(here));
     }
-    denied_response(state, request, denied, false, "")
+    error_page(state, request, &denied.clone().into())
 }

@@ -16,11 +16,12 @@ mod session;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, ContentType};
-use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, Responder, ResponseError, get, post, web};
 use askama::Template;
 use serde::Deserialize;
 
 use super::auth::{Denied, Principal};
+use super::error::AdminError;
 use super::pages::{
     AuditView, BacklogView, DeadLetterView, DeadLettersPage, ErrorPage, HistoryView, Layout,
     LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment, RecentView, RowView, TicketPage,
@@ -35,10 +36,10 @@ use super::{AdminState, OVER_LIMIT_DELAY};
 use crate::actors::messages::GetOverview;
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
 use crate::actors::monitor::Overview;
+use crate::actors::status::PartitionSummary;
 use crate::domain::{MAX_EVENT_ID_CHARS, RejectReason};
 use crate::error_text::chain;
 use crate::inbox::PgInboxError;
-use tokio_postgres::error::SqlState;
 
 pub(super) use gate::read_gate;
 
@@ -104,33 +105,33 @@ pub(super) fn html(status: StatusCode, page: &impl Template) -> HttpResponse {
     }
 }
 
+/// An error as a page: the same status, text and `Retry-After` as in JSON.
 pub(super) fn error_page(
     state: &AdminState,
     request: &HttpRequest,
-    status: StatusCode,
-    message: impl Into<String>,
+    error: &AdminError,
 ) -> HttpResponse {
+    let status = error.status_code();
     let title = status.canonical_reason().unwrap_or("Error");
-    html(
+    let mut response = html(
         status,
         &ErrorPage {
             layout: layout(state, request, title),
             status: status.as_u16(),
-            message: message.into(),
+            message: error.to_string(),
         },
-    )
+    );
+    error.add_headers(&mut response);
+    response
 }
 
-pub(super) fn json_error(status: StatusCode, message: impl Into<String>) -> HttpResponse {
-    HttpResponse::build(status).json(serde_json::json!({ "error": message.into() }))
-}
-
-pub(super) fn denied_status(denied: &Denied) -> StatusCode {
-    match denied {
-        Denied::ReadOnly | Denied::Csrf => StatusCode::FORBIDDEN,
-        Denied::NotSignedIn | Denied::WrongToken => StatusCode::UNAUTHORIZED,
-        Denied::Throttled { .. } | Denied::TooManyReads { .. } => StatusCode::TOO_MANY_REQUESTS,
-    }
+/// A page, or the page of its error.
+pub(super) fn page_or_error(
+    state: &AdminState,
+    request: &HttpRequest,
+    page: Result<HttpResponse, AdminError>,
+) -> HttpResponse {
+    page.unwrap_or_else(|error| error_page(state, request, &error))
 }
 
 /// Waits [`OVER_LIMIT_DELAY`] when `denied` is for going over a limit.
@@ -143,81 +144,35 @@ pub(super) async fn tarpit(denied: &Denied) {
     }
 }
 
-/// A refusal as a page or as JSON, with `Retry-After` when throttled and the bearer challenge
-/// for the API.
-pub(super) fn denied_response(
-    state: &AdminState,
-    request: &HttpRequest,
-    denied: &Denied,
-    json: bool,
-    hint: &str,
-) -> HttpResponse {
-    let mut response = if json {
-        json_error(denied_status(denied), format!("{denied}{hint}"))
-    } else {
-        error_page(state, request, denied_status(denied), denied.to_string())
-    };
-    let headers = response.headers_mut();
-    if let Denied::Throttled { retry_after_secs } | Denied::TooManyReads { retry_after_secs } =
-        denied
-    {
-        headers.insert(header::RETRY_AFTER, (*retry_after_secs).into());
-    }
-    if json && matches!(denied, Denied::NotSignedIn | Denied::WrongToken) {
-        headers.insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer realm=\"history-consumer admin\""),
-        );
-    }
-    response
-}
-
-/// Logs a failed admin query with its detail; the status and the generic text for the client
-/// (database errors can carry names, values and addresses).
-pub(super) fn query_failed(what: &'static str, error: &PgInboxError) -> (StatusCode, &'static str) {
-    tracing::warn!(what, error = %chain(error), "admin query failed");
-    let message = match error {
-        PgInboxError::Db(db) if db.code() == Some(&SqlState::QUERY_CANCELED) => {
-            "the database took too long to answer (statement timeout); narrow the filter or \
-             try again"
-        }
-        PgInboxError::Pool(deadpool_postgres::PoolError::Timeout(_)) => {
-            "the admin pages are busy; try again in a moment"
-        }
-        _ => "the database is unavailable right now; the service log has the details",
-    };
-    (StatusCode::SERVICE_UNAVAILABLE, message)
-}
-
-pub(super) fn parse_partition(text: &str) -> Result<i32, String> {
+pub(super) fn parse_partition(text: &str) -> Result<i32, AdminError> {
     text.parse::<i32>().ok().filter(|p| *p >= 0).ok_or_else(|| {
-        format!(
+        AdminError::BadRequest(format!(
             "partition must be a non-negative integer, got {:?}",
             truncate(text)
-        )
+        ))
     })
 }
 
-pub(super) fn parse_action(text: &str) -> Result<PartitionAction, String> {
+pub(super) fn parse_action(text: &str) -> Result<PartitionAction, AdminError> {
     match text {
         "retry_now" => Ok(PartitionAction::RetryNow),
         "pause" => Ok(PartitionAction::Pause),
         "resume" => Ok(PartitionAction::Resume),
-        other => Err(format!(
+        other => Err(AdminError::BadRequest(format!(
             "unknown action {:?}; the actions are retry_now, pause and resume",
             truncate(other)
-        )),
+        ))),
     }
 }
 
-pub(super) fn parse_ticket(text: &str) -> Result<String, String> {
+pub(super) fn parse_ticket(text: &str) -> Result<String, AdminError> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        Err("a ticket id is required".into())
+        Err(AdminError::BadRequest("a ticket id is required".into()))
     } else if trimmed.chars().count() > MAX_EVENT_ID_CHARS {
-        Err(format!(
+        Err(AdminError::BadRequest(format!(
             "a ticket id has at most {MAX_EVENT_ID_CHARS} characters"
-        ))
+        )))
     } else {
         Ok(trimmed.to_owned())
     }
@@ -227,8 +182,16 @@ pub(super) fn truncate(text: &str) -> String {
     text.chars().take(64).collect()
 }
 
-pub(super) async fn overview_of(state: &AdminState) -> Option<Overview> {
-    state.monitor.send(GetOverview).await.ok().flatten()
+pub(super) async fn overview_of(state: &AdminState) -> Result<Overview, AdminError> {
+    let overview = state.monitor.send(GetOverview).await.ok().flatten();
+    overview.ok_or(AdminError::ShuttingDown)
+}
+
+/// The summary of a partition this instance owns.
+pub(super) fn owned(overview: &Overview, partition: i32) -> Result<&PartitionSummary, AdminError> {
+    overview
+        .partition(partition)
+        .ok_or_else(|| AdminError::NotFound(NotOwned(partition).to_string()))
 }
 
 pub(super) fn see_other(location: &str) -> HttpResponse {
@@ -238,11 +201,11 @@ pub(super) fn see_other(location: &str) -> HttpResponse {
 }
 
 pub(super) async fn not_found(state: State, request: HttpRequest) -> HttpResponse {
-    let message = format!("there is nothing at {}", truncate(request.path()));
+    let error = AdminError::NotFound(format!("there is nothing at {}", truncate(request.path())));
     if request.path().starts_with("/api/") {
-        json_error(StatusCode::NOT_FOUND, message)
+        error.error_response()
     } else {
-        error_page(&state, &request, StatusCode::NOT_FOUND, message)
+        error_page(&state, &request, &error)
     }
 }
 
@@ -260,7 +223,7 @@ pub(super) struct DeadLetterQuery {
 }
 
 impl DeadLetterQuery {
-    pub(super) fn filter(&self) -> Result<DeadLetterFilter, String> {
+    pub(super) fn filter(&self) -> Result<DeadLetterFilter, AdminError> {
         let partition = match self.partition.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(text) => Some(parse_partition(text)?),
@@ -269,24 +232,31 @@ impl DeadLetterQuery {
             None | Some("") => None,
             Some(text) => Some(
                 RejectReason::from_name(text)
-                    .ok_or_else(|| format!("unknown reason {:?}", truncate(text)))?
+                    .ok_or_else(|| {
+                        AdminError::BadRequest(format!("unknown reason {:?}", truncate(text)))
+                    })?
                     .as_str()
                     .to_owned(),
             ),
         };
         if self.page.is_some() {
-            return Err(
-                "page numbers are not supported: follow the `before` and `after` \
-                        cursors of the older and newer links"
+            return Err(AdminError::BadRequest(
+                "page numbers are not supported: follow the `before` and `after` cursors of \
+                 the older and newer links"
                     .into(),
-            );
+            ));
         }
         let cursor = |text: &str| {
-            Cursor::parse(text.trim())
-                .ok_or_else(|| format!("not a dead-letter cursor: {:?}", truncate(text)))
+            Cursor::parse(text.trim()).ok_or_else(|| {
+                AdminError::BadRequest(format!("not a dead-letter cursor: {:?}", truncate(text)))
+            })
         };
         let page = match (self.before.as_deref(), self.after.as_deref()) {
-            (Some(_), Some(_)) => return Err("give `before` or `after`, not both".into()),
+            (Some(_), Some(_)) => {
+                return Err(AdminError::BadRequest(
+                    "give `before` or `after`, not both".into(),
+                ));
+            }
             (Some(text), None) => Page::Older(cursor(text)?),
             (None, Some(text)) => Page::Newer(cursor(text)?),
             (None, None) => Page::Newest,

@@ -4,22 +4,33 @@ use super::*;
 
 #[get("/")]
 pub(super) async fn overview_page(state: State, request: HttpRequest) -> HttpResponse {
-    let Some(overview) = overview_of(&state).await else {
-        return error_page(
-            &state,
-            &request,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the service is shutting down",
-        );
-    };
-    let (audit, audit_error) = match queries::recent_actions(&state.pages_pool, None, 10).await {
-        Ok(rows) => (AuditView::list(rows), String::new()),
-        Err(error) => (Vec::new(), query_failed("audit trail", &error).1.to_owned()),
-    };
-    html(
+    let page = overview(&state, &request).await;
+    page_or_error(&state, &request, page)
+}
+
+/// A list the page shows if it can, or the reason it cannot.
+fn listed<T, R>(
+    what: &'static str,
+    found: Result<Vec<R>, PgInboxError>,
+    view: impl FnOnce(Vec<R>) -> Vec<T>,
+) -> (Vec<T>, String) {
+    match found {
+        Ok(rows) => (view(rows), String::new()),
+        Err(error) => (Vec::new(), AdminError::database(what, error).to_string()),
+    }
+}
+
+async fn overview(state: &AdminState, request: &HttpRequest) -> Result<HttpResponse, AdminError> {
+    let overview = overview_of(state).await?;
+    let (audit, audit_error) = listed(
+        "audit trail",
+        queries::recent_actions(&state.pages_pool, None, 10).await,
+        AuditView::list,
+    );
+    Ok(html(
         StatusCode::OK,
         &OverviewPage {
-            layout: layout(&state, &request, "Overview"),
+            layout: layout(state, request, "Overview"),
             member_id: overview
                 .member_id
                 .clone()
@@ -33,7 +44,7 @@ pub(super) async fn overview_page(state: State, request: HttpRequest) -> HttpRes
             audit,
             audit_error,
         },
-    )
+    ))
 }
 
 /// The overview's table body, for refreshing it in place.
@@ -58,41 +69,40 @@ pub(super) async fn partition_page(
     path: web::Path<String>,
     flash: web::Query<Flash>,
 ) -> HttpResponse {
-    let partition = match parse_partition(&path) {
-        Ok(p) => p,
-        Err(message) => return error_page(&state, &request, StatusCode::BAD_REQUEST, message),
-    };
-    let overview = overview_of(&state).await;
-    let Some(summary) = overview.as_ref().and_then(|o| o.partition(partition)) else {
-        return error_page(
-            &state,
-            &request,
-            StatusCode::NOT_FOUND,
-            format!("partition {partition} is not assigned to this instance"),
-        );
-    };
+    let page = partition(&state, &request, &path, &flash).await;
+    page_or_error(&state, &request, page)
+}
+
+async fn partition(
+    state: &AdminState,
+    request: &HttpRequest,
+    partition: &str,
+    flash: &Flash,
+) -> Result<HttpResponse, AdminError> {
+    let partition = parse_partition(partition)?;
+    let overview = overview_of(state).await?;
+    let summary = owned(&overview, partition)?;
     let filter = DeadLetterFilter {
         partition: Some(partition),
         ..DeadLetterFilter::default()
     };
-    let (dead_letters, dead_letters_error) =
-        match queries::dead_letters(&state.pages_pool, &filter, 10).await {
-            Ok(page) => (DeadLetterView::list(page.rows), String::new()),
-            Err(error) => (
-                Vec::new(),
-                query_failed("dead letters", &error).1.to_owned(),
-            ),
-        };
-    let (audit, audit_error) =
-        match queries::recent_actions(&state.pages_pool, Some(partition), 10).await {
-            Ok(rows) => (AuditView::list(rows), String::new()),
-            Err(error) => (Vec::new(), query_failed("audit trail", &error).1.to_owned()),
-        };
+    let (dead_letters, dead_letters_error) = listed(
+        "dead letters",
+        queries::dead_letters(&state.pages_pool, &filter, 10)
+            .await
+            .map(|page| page.rows),
+        DeadLetterView::list,
+    );
+    let (audit, audit_error) = listed(
+        "audit trail",
+        queries::recent_actions(&state.pages_pool, Some(partition), 10).await,
+        AuditView::list,
+    );
     let actor = summary.view.actor.as_ref();
-    html(
+    Ok(html(
         StatusCode::OK,
         &PartitionPage {
-            layout: layout(&state, &request, format!("Partition {partition}")),
+            layout: layout(state, request, format!("Partition {partition}")),
             partition,
             row: RowView::new(summary),
             flash: flash
@@ -112,7 +122,7 @@ pub(super) async fn partition_page(
             audit,
             audit_error,
         },
-    )
+    ))
 }
 
 /// The list's link to `page` under the same filter.
@@ -140,9 +150,14 @@ pub(super) fn dead_letter_link(filter: &DeadLetterFilter, page: Page) -> String 
 pub(super) async fn dead_letters_and_count(
     state: &AdminState,
     filter: &DeadLetterFilter,
-) -> Result<(DeadLetterPage, i64), PgInboxError> {
-    let page = queries::dead_letters(&state.pages_pool, filter, DEAD_LETTERS_PER_PAGE).await?;
-    let total = queries::count_dead_letters(&state.pages_pool, filter).await?;
+) -> Result<(DeadLetterPage, i64), AdminError> {
+    let failed = |e| AdminError::database("dead letters", e);
+    let page = queries::dead_letters(&state.pages_pool, filter, DEAD_LETTERS_PER_PAGE)
+        .await
+        .map_err(failed)?;
+    let total = queries::count_dead_letters(&state.pages_pool, filter)
+        .await
+        .map_err(failed)?;
     Ok((page, total))
 }
 
@@ -152,25 +167,25 @@ pub(super) async fn dead_letters_page(
     request: HttpRequest,
     query: web::Query<DeadLetterQuery>,
 ) -> HttpResponse {
-    let filter = match query.filter() {
-        Ok(f) => f,
-        Err(message) => return error_page(&state, &request, StatusCode::BAD_REQUEST, message),
-    };
-    let (page, total) = match dead_letters_and_count(&state, &filter).await {
-        Ok(found) => found,
-        Err(error) => {
-            let (status, message) = query_failed("dead letters", &error);
-            return error_page(&state, &request, status, message);
-        }
-    };
+    let page = dead_letters(&state, &request, &query).await;
+    page_or_error(&state, &request, page)
+}
+
+async fn dead_letters(
+    state: &AdminState,
+    request: &HttpRequest,
+    query: &DeadLetterQuery,
+) -> Result<HttpResponse, AdminError> {
+    let filter = query.filter()?;
+    let (page, total) = dead_letters_and_count(state, &filter).await?;
     let link = |page: Option<Page>| {
         page.map(|p| dead_letter_link(&filter, p))
             .unwrap_or_default()
     };
-    html(
+    Ok(html(
         StatusCode::OK,
         &DeadLettersPage {
-            layout: layout(&state, &request, "Dead letters"),
+            layout: layout(state, request, "Dead letters"),
             partition: filter.partition.map(|p| p.to_string()).unwrap_or_default(),
             reason: filter.reason.clone().unwrap_or_default(),
             reasons: RejectReason::ALL
@@ -187,7 +202,7 @@ pub(super) async fn dead_letters_page(
             newer: link(page.newer.map(Page::Newer)),
             older: link(page.older.map(Page::Older)),
         },
-    )
+    ))
 }
 
 #[derive(Deserialize)]
@@ -224,22 +239,25 @@ pub(super) async fn render_ticket(
     request: &HttpRequest,
     ticket: &str,
 ) -> HttpResponse {
-    let ticket_id = match parse_ticket(ticket) {
-        Ok(t) => t,
-        Err(message) => return error_page(state, request, StatusCode::BAD_REQUEST, message),
-    };
-    match queries::ticket_history(&state.pages_pool, &ticket_id).await {
-        Ok(rows) => html(
-            StatusCode::OK,
-            &TicketPage {
-                layout: layout(state, request, format!("Ticket {ticket_id}")),
-                ticket_id,
-                rows: HistoryView::list(rows),
-            },
-        ),
-        Err(error) => {
-            let (status, message) = query_failed("ticket history", &error);
-            error_page(state, request, status, message)
-        }
-    }
+    let page = ticket_history(state, request, ticket).await;
+    page_or_error(state, request, page)
+}
+
+async fn ticket_history(
+    state: &AdminState,
+    request: &HttpRequest,
+    ticket: &str,
+) -> Result<HttpResponse, AdminError> {
+    let ticket_id = parse_ticket(ticket)?;
+    let rows = queries::ticket_history(&state.pages_pool, &ticket_id)
+        .await
+        .map_err(|e| AdminError::database("ticket history", e))?;
+    Ok(html(
+        StatusCode::OK,
+        &TicketPage {
+            layout: layout(state, request, format!("Ticket {ticket_id}")),
+            ticket_id,
+            rows: HistoryView::list(rows),
+        },
+    ))
 }

@@ -44,19 +44,16 @@ pub(super) async fn login(
         // Auth logged and counted the refusal.
         Err(denied) => {
             tarpit(&denied).await;
+            let error = AdminError::from(denied);
             let mut response = html(
-                denied_status(&denied),
+                error.status_code(),
                 &LoginPage {
                     layout: layout(&state, &request, "Sign in"),
-                    message: denied.to_string(),
+                    message: error.to_string(),
                     next,
                 },
             );
-            if let Denied::Throttled { retry_after_secs } = denied {
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, retry_after_secs.into());
-            }
+            error.add_headers(&mut response);
             response
         }
     }
@@ -70,7 +67,7 @@ pub(super) async fn logout(
 ) -> HttpResponse {
     if let Err(denied) = state.auth.authorize(&request, form.csrf.as_deref()) {
         tarpit(&denied).await;
-        return denied_response(&state, &request, &denied, false, "");
+        return error_page(&state, &request, &denied.into());
     }
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/"))
