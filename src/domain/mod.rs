@@ -11,7 +11,9 @@ pub mod story;
 
 pub use dead_letter::DeadLetter;
 pub use duplicate::DuplicateCause;
-pub use event::{MAX_EVENT_ID_CHARS, RejectReason, Rejection, TicketEvent};
+pub use event::{
+    MAX_EVENT_ID_CHARS, MAX_STATUS_CHARS, MAX_TICKET_ID_CHARS, RejectReason, Rejection, TicketEvent,
+};
 pub use offsets::ObservedOffsets;
 pub use outcome::Outcome;
 pub use record::FetchedRecord;

@@ -23,5 +23,6 @@ mod process;
 mod produce;
 mod proxy;
 mod resilience;
+mod schema;
 mod tansu;
 mod webdriver;

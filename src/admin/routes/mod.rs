@@ -35,7 +35,7 @@ use super::{AdminState, OVER_LIMIT_DELAY};
 use crate::actors::messages::GetOverview;
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
 use crate::actors::monitor::Overview;
-use crate::domain::{MAX_EVENT_ID_CHARS, RejectReason};
+use crate::domain::{MAX_TICKET_ID_CHARS, RejectReason};
 use crate::error_text::chain;
 use crate::inbox::PgInboxError;
 use tokio_postgres::error::SqlState;
@@ -214,9 +214,9 @@ pub(super) fn parse_ticket(text: &str) -> Result<String, String> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
         Err("a ticket id is required".into())
-    } else if trimmed.chars().count() > MAX_EVENT_ID_CHARS {
+    } else if trimmed.chars().count() > MAX_TICKET_ID_CHARS {
         Err(format!(
-            "a ticket id has at most {MAX_EVENT_ID_CHARS} characters"
+            "a ticket id has at most {MAX_TICKET_ID_CHARS} characters"
         ))
     } else {
         Ok(trimmed.to_owned())
