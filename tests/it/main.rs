@@ -22,6 +22,7 @@ mod migrations;
 mod process;
 mod produce;
 mod proxy;
+mod rejections;
 mod resilience;
 mod schema;
 mod tansu;
