@@ -116,6 +116,7 @@ impl Application {
             retry: runtime.retry,
             max_payload_bytes: runtime.max_payload_bytes,
             work_timeout: runtime.work_timeout,
+            max_consecutive_rejections: runtime.max_consecutive_rejections,
         });
         let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
         let supervisor = Supervisor::new(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::domain::{DuplicateCause, ObservedOffsets};
+use crate::domain::{DuplicateCause, ObservedOffsets, UnknownCause};
 use crate::stuck::StuckReason;
 
 /// What a partition actor is doing, as an operator would say it.
@@ -59,11 +59,26 @@ pub struct BacklogEntry {
     /// `None` for a dead letter whose storing failed.
     pub event_id: Option<String>,
     pub attempts: u32,
+    /// Why its last attempt was Unknown.
+    pub cause: UnknownCause,
     /// Shared with the backlog entry (and the other records of its failed batch): a snapshot
     /// of a full backlog copies no error text.
     pub last_error: Arc<str>,
     pub first_seen: DateTime<Utc>,
     pub next_retry: DateTime<Utc>,
+    /// An operator asked to dead-letter it; that runs next.
+    pub dead_letter_requested: bool,
+}
+
+/// The partition's guard against mass dead-lettering (see `partition::guard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GuardStatus {
+    /// Dead-lettering of records the database rejects is stopped.
+    pub engaged: bool,
+    /// Records rejected by the database in a row.
+    pub consecutive: usize,
+    /// How many in a row may be dead-lettered (`--max-consecutive-rejections`).
+    pub limit: u32,
 }
 
 /// A recently resolved or failed record, newest first in snapshots.
@@ -91,6 +106,7 @@ pub struct PartitionStatus {
     /// they are on their way).
     pub requested: usize,
     pub backlog: Vec<BacklogEntry>,
+    pub guard: GuardStatus,
     pub counts: OutcomeCounts,
     pub last_offset: Option<i64>,
     /// Kafka timestamp of the last record taken up.

@@ -75,6 +75,11 @@ pub struct TuningArgs {
     /// Largest accepted record value in bytes; larger records are dead-lettered.
     #[arg(long, env = "HISTORY_MAX_PAYLOAD_BYTES", default_value_t = 256 * 1024)]
     pub max_payload_bytes: usize,
+    /// Records of a partition rejected by the database in a row that are dead-lettered
+    /// (`rejected_by_database`); one more stops dead-lettering: the partition holds them as
+    /// Unknown and is stuck until a record is stored again. 0: never dead-letter a rejection.
+    #[arg(long, env = "HISTORY_MAX_CONSECUTIVE_REJECTIONS", default_value_t = 10)]
+    pub max_consecutive_rejections: u32,
     /// Records a partition actor holds or has asked for (its window), and the records
     /// librdkafka prefetches for each partition beyond that (`queued.min.messages`).
     #[arg(long, env = "HISTORY_PARTITION_QUEUE", default_value_t = 1024)]
@@ -192,6 +197,8 @@ pub struct RuntimeSettings {
     pub drain_timeout: Duration,
     pub db_pool_size: usize,
     pub max_payload_bytes: usize,
+    /// Records rejected by the database in a row that may be dead-lettered.
+    pub max_consecutive_rejections: u32,
     pub partition_queue: usize,
     /// KiB librdkafka prefetches per partition (see `--partition-fetch-kb`).
     pub partition_fetch_kb: usize,
@@ -213,6 +220,7 @@ impl Default for RuntimeSettings {
             drain_timeout: Duration::from_secs(5),
             db_pool_size: 16,
             max_payload_bytes: 256 * 1024,
+            max_consecutive_rejections: 10,
             partition_queue: 1024,
             partition_fetch_kb: 512,
             work_timeout: Duration::from_secs(30),
@@ -248,6 +256,7 @@ impl Settings {
                 drain_timeout: Duration::from_millis(tuning.drain_timeout_ms),
                 db_pool_size: tuning.db_pool_size,
                 max_payload_bytes: tuning.max_payload_bytes,
+                max_consecutive_rejections: tuning.max_consecutive_rejections,
                 partition_queue: tuning.partition_queue,
                 partition_fetch_kb: tuning.partition_fetch_kb,
                 work_timeout: Duration::from_millis(tuning.work_timeout_ms),
@@ -425,6 +434,9 @@ mod tests {
         assert!(settings.admin.token.is_none());
         assert!(!settings.admin.read_auth);
         assert!(!settings.admin.secure_cookie);
+        assert_eq!(settings.runtime.max_consecutive_rejections, 10);
+        let none = run_args(&["--max-consecutive-rejections", "0"]).unwrap();
+        assert_eq!(none.runtime.max_consecutive_rejections, 0);
     }
 
     #[test]

@@ -15,5 +15,5 @@ pub use event::{
     MAX_EVENT_ID_CHARS, MAX_STATUS_CHARS, MAX_TICKET_ID_CHARS, RejectReason, Rejection, TicketEvent,
 };
 pub use offsets::ObservedOffsets;
-pub use outcome::Outcome;
+pub use outcome::{Outcome, UnknownCause};
 pub use record::FetchedRecord;

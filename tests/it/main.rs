@@ -19,6 +19,7 @@ mod inbox;
 mod kafka;
 mod layout;
 mod migrations;
+mod poison;
 mod process;
 mod produce;
 mod proxy;
