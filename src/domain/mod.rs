@@ -9,7 +9,7 @@ pub mod outcome;
 pub mod record;
 pub mod story;
 
-pub use dead_letter::DeadLetter;
+pub use dead_letter::{DeadLetter, LetterState};
 pub use duplicate::DuplicateCause;
 pub use event::{
     MAX_EVENT_ID_CHARS, MAX_STATUS_CHARS, MAX_TICKET_ID_CHARS, RejectReason, Rejection, TicketEvent,
