@@ -172,6 +172,8 @@ impl Application {
                 metrics.clone(),
             ),
             read_auth: admin.read_auth,
+            topic: settings.kafka.topic.clone(),
+            max_payload_bytes: runtime.max_payload_bytes,
         };
         let server = admin::server(listener, metrics_listener, state).map_err(|source| {
             StartupError::Bind {

@@ -205,13 +205,13 @@ impl Ran {
         } else {
             UnknownCause::Refused
         };
-        Ran::unknown(crate::error_text::chain(error).into(), cause)
+        Ran::unknown(database_error_text(error).into(), cause)
     }
 }
 
-/// The text a rejection is stored and shown with: the error and its causes, the SQLSTATE at
-/// the end of the first line (the server's DETAIL and HINT lines follow).
-pub fn rejection_text(error: &PgInboxError) -> String {
+/// The text a database error is stored and shown with: the error and its causes, the SQLSTATE
+/// at the end of the first line (the server's DETAIL and HINT lines follow).
+pub fn database_error_text(error: &PgInboxError) -> String {
     let text = crate::error_text::chain(error);
     let Some(state) = error.sqlstate() else {
         return text;
@@ -256,7 +256,7 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Ran {
                 Processed::Applied => Ran::resolved(Outcome::Applied),
                 Processed::AlreadyApplied => Ran::resolved(Outcome::AlreadyApplied),
                 Processed::Unknown(error) if error.rejects_the_row() => {
-                    let text: Arc<str> = rejection_text(&error).into();
+                    let text: Arc<str> = database_error_text(&error).into();
                     if !policy.dead_letter_rejections {
                         return Ran::unknown(text, UnknownCause::Rejected);
                     }

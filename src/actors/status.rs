@@ -149,10 +149,12 @@ impl PartitionView {
             .or_else(|| self.observed.map(|o| o.committed).filter(|c| *c >= 0))
     }
 
-    /// Records between the committed offset and the end of the partition.
-    pub fn lag(&self) -> Option<i64> {
-        // read_committed consumers stop at the last stable offset.
-        let end = self
+    /// The end of the partition (the last stable offset for a read_committed consumer), at
+    /// least: librdkafka's statistics are up to a second old, and records resolved since then
+    /// prove the partition reaches further, so the watermark and the committed offset bound it
+    /// from below. `None` until the statistics came once.
+    pub fn end(&self) -> Option<i64> {
+        let reported = self
             .observed
             .map(|o| {
                 if o.last_stable >= 0 {
@@ -162,7 +164,17 @@ impl PartitionView {
                 }
             })
             .filter(|e| *e >= 0)?;
-        Some((end - self.committed().unwrap_or(0)).max(0))
+        let ours = self.checkpoint.as_ref().and_then(|c| c.watermark);
+        Some(
+            reported
+                .max(ours.unwrap_or(0))
+                .max(self.committed().unwrap_or(0)),
+        )
+    }
+
+    /// Records between the committed offset and the end of the partition.
+    pub fn lag(&self) -> Option<i64> {
+        Some((self.end()? - self.committed().unwrap_or(0)).max(0))
     }
 }
 
@@ -240,5 +252,55 @@ impl Overview {
         self.partitions
             .iter()
             .find(|p| p.view.partition == partition)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(reported_end: i64, watermark: Option<i64>, committed: Option<i64>) -> PartitionView {
+        PartitionView {
+            partition: 0,
+            actor: None,
+            checkpoint: Some(CheckpointStatus {
+                partition: 0,
+                generation: 1,
+                watermark,
+                committed,
+                unresolved: 0,
+                first_unresolved: None,
+                commits_ok: 0,
+                commits_failed: 0,
+                last_commit_error: None,
+            }),
+            observed: Some(ObservedOffsets {
+                partition: 0,
+                high_watermark: reported_end,
+                last_stable: reported_end,
+                committed: -1,
+                observed_at: Utc::now(),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_end_of_a_partition_is_never_below_what_was_resolved_or_committed() {
+        // Statistics a second old: 120 records then, 150 resolved since.
+        let stale = view(120, Some(150), Some(140));
+        assert_eq!(stale.end(), Some(150));
+        assert_eq!(stale.lag(), Some(10));
+        let fresh = view(200, Some(150), Some(140));
+        assert_eq!(fresh.end(), Some(200));
+        assert_eq!(fresh.lag(), Some(60));
+        let unknown = PartitionView {
+            observed: None,
+            ..view(0, Some(5), Some(5))
+        };
+        assert_eq!(
+            unknown.end(),
+            None,
+            "no statistics yet: unknown, not guessed"
+        );
     }
 }

@@ -24,6 +24,7 @@ mod process;
 mod produce;
 mod proxy;
 mod rejections;
+mod remedies;
 mod resilience;
 mod schema;
 mod tansu;

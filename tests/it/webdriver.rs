@@ -194,6 +194,16 @@ impl Browser {
         .await
     }
 
+    /// Resizes the browser window (headless: the viewport) to `width` × `height` pixels.
+    pub async fn set_window_size(&self, width: u32, height: u32) {
+        self.command(
+            "POST",
+            "/window/rect",
+            &json!({ "width": width, "height": height }),
+        )
+        .await;
+    }
+
     pub async fn current_url(&self) -> String {
         self.command("GET", "/url", &Value::Null)
             .await

@@ -32,11 +32,18 @@ pub(super) async fn act(
     let actor = principal.describe(request);
     let result = if applied.is_ok() { "ok" } else { "not owned" };
     tracing::info!(partition, action = action.as_str(), %actor, result, "admin action");
-    if let Err(error) =
-        queries::record_action(&state.pool, partition, action.as_str(), &actor, result).await
-    {
-        tracing::warn!(error = %error, "admin action not recorded in the audit trail");
-    }
+    audit(
+        state,
+        &queries::Action {
+            partition: Some(partition),
+            offset: None,
+            action: action.as_str(),
+            actor: &actor,
+            result,
+            detail: None,
+        },
+    )
+    .await;
     applied.map_err(Refused::NotOwned)?;
     Ok((partition, action))
 }
