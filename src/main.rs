@@ -39,7 +39,7 @@ fn main() -> anyhow::Result<()> {
                 history_consumer::tools::produce::run(args).await?;
             }
             Command::Migrate(args) => {
-                let pool = history_consumer::db::pool(&args.database_url, 1)?;
+                let pool = history_consumer::db::pool(args.database_url.expose(), 1)?;
                 let report = history_consumer::inbox::migrate_pool(&pool).await?;
                 if report.applied.is_empty() {
                     println!("database is up to date");
