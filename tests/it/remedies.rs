@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::app::{TestApp, spawn_app};
-use crate::helpers::{TestDb, test_database, wait_for};
-use crate::http::{Response, get, request};
+use crate::app::{TestApp, spawn_app, spawn_app_with, test_settings};
+use crate::helpers::{TestDb, test_database, unique_name, wait_for};
+use crate::http::{Response, get, post_form, request};
 use crate::kafka::{TestKafka, numbered_event, payload};
 use crate::poison::{dead_letters, refuse_rows, stop_refusing};
 
@@ -388,4 +388,161 @@ async fn replaying_matching_letters_stops_at_its_limit_and_a_state_filter_goes_o
             .await,
         5
     );
+}
+
+#[actix_web::test]
+async fn the_remedy_forms_need_a_session_and_its_csrf_token_and_a_read_only_admin_offers_none() {
+    let db = test_database().await;
+    hold_poison(&db).await;
+    let kafka = TestKafka::start(1);
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(1).await;
+    let producer = kafka.producer();
+    for body in [poison(), b"not json".to_vec()] {
+        kafka.send(&producer, Some(0), "k", &body).await;
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "the poison held and the malformed record dead-lettered",
+        || async {
+            let actor = app.partition(0).await?.actor?;
+            (actor.backlog.len() == 1 && actor.counts.dead_lettered == 1).then_some(())
+        },
+    )
+    .await;
+    let addr = addr(&app);
+    let skip = "/partitions/0/backlog/0/dead-letter";
+    let replay = "/dead-letters/0/1/replay";
+    let replay_all = "/dead-letters/replay";
+    let (cookie, csrf) = crate::admin::sign_in(&addr, 0).await;
+
+    for path in [skip, replay, replay_all] {
+        let form = "csrf=x&comment=why";
+        let anonymous = post_form(&addr, path, None, form).await;
+        assert_eq!(anonymous.status, 401, "{path}: {}", anonymous.body);
+        let forged = post_form(&addr, path, Some(&cookie), form).await;
+        assert_eq!(forged.status, 403, "{path}: {}", forged.body);
+        assert!(forged.body.contains("CSRF"), "{path}: {}", forged.body);
+        let missing = post_form(&addr, path, Some(&cookie), "comment=why").await;
+        assert_eq!(missing.status, 403, "{path}: {}", missing.body);
+    }
+    // The API acts with the bearer token only, never with the session's cookie.
+    let api = request(
+        &addr,
+        "POST",
+        &format!("/api{replay}"),
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(api.status, 401, "{}", api.body);
+    // Nothing happened, and what was refused before reaching a partition left no audit row.
+    let actor = app.partition(0).await.unwrap().actor.unwrap();
+    assert!(!actor.backlog[0].dead_letter_requested);
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM dead_letters WHERE state = 'new'")
+            .await,
+        1
+    );
+    assert!(audit(&addr).await.is_empty());
+
+    // The comment is checked by the server too, not only by the browser.
+    let empty = post_form(
+        &addr,
+        skip,
+        Some(&cookie),
+        &format!("csrf={csrf}&comment=+"),
+    )
+    .await;
+    assert_eq!(empty.status, 400, "{}", empty.body);
+    assert!(
+        empty.body.contains("a comment is required"),
+        "{}",
+        empty.body
+    );
+    // With the session and its token, each form acts and sends the browser back.
+    let skipped = post_form(
+        &addr,
+        skip,
+        Some(&cookie),
+        &format!("csrf={csrf}&comment=a+test+ticket"),
+    )
+    .await;
+    assert_eq!(skipped.status, 303, "{}", skipped.body);
+    assert_eq!(
+        skipped.header("location"),
+        Some("/partitions/0?done=dead_letter&offset=0")
+    );
+    app.wait_committed(&kafka, &[2]).await;
+    let replayed = post_form(&addr, replay, Some(&cookie), &format!("csrf={csrf}")).await;
+    assert_eq!(replayed.status, 303, "{}", replayed.body);
+    assert_eq!(
+        replayed.header("location"),
+        Some("/dead-letters?partition=0&replayed=1")
+    );
+    let all = post_form(
+        &addr,
+        replay_all,
+        Some(&cookie),
+        &format!("csrf={csrf}&partition=0&reason=not_json&state=&since=&until="),
+    )
+    .await;
+    assert_eq!(all.status, 303, "{}", all.body);
+    // Still not JSON, whatever the database says.
+    assert_eq!(
+        all.header("location"),
+        Some("/dead-letters?partition=0&reason=not_json&summary=0.0.1.0")
+    );
+    let page = request(
+        &addr,
+        "GET",
+        all.header("location").unwrap(),
+        &[("Cookie", &cookie)],
+        "",
+    )
+    .await;
+    assert!(
+        page.body
+            .contains("Replayed 1: 0 stored by the replay, 0 stored already, 1 still rejected."),
+        "{}",
+        page.body
+    );
+    let actions: Vec<String> = audit(&addr)
+        .await
+        .iter()
+        .map(|a| format!("{} {}", a["action"], a["result"]))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "\"replay_matching\" \"ok\"",
+            "\"replay\" \"ok\"",
+            "\"dead_letter\" \"ok\""
+        ]
+    );
+    app.shutdown().await;
+
+    // Without a token the admin is read-only: no remedy is offered, and none is taken.
+    let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
+    settings.admin.token = None;
+    let read_only = spawn_app_with(settings).await;
+    read_only.wait_assigned(1).await;
+    let addr = read_only.handle.admin_addr.to_string();
+    wait_for(Duration::from_secs(30), "the poison held again", || async {
+        let actor = read_only.partition(0).await?.actor?;
+        (actor.backlog.len() == 1).then_some(())
+    })
+    .await;
+    let partition = get(&addr, "/partitions/0").await.body;
+    assert!(!partition.contains("/backlog/0/dead-letter"), "{partition}");
+    let letters = get(&addr, "/dead-letters").await.body;
+    assert!(
+        !letters.contains("/replay") && letters.contains("poison"),
+        "{letters}"
+    );
+    for path in [skip, replay, replay_all] {
+        let refused = post_form(&addr, path, None, "csrf=x&comment=why").await;
+        assert_eq!(refused.status, 403, "{path}: {}", refused.body);
+    }
+    read_only.shutdown().await;
 }
