@@ -216,6 +216,7 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
         numbered_event(0),
         crate::remedies::poison(),
         numbered_event(1),
+        b"not json".to_vec(),
     ];
     for body in &records {
         kafka.send(&producer, Some(0), "k", body).await;
@@ -280,7 +281,7 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
             .await
             .starts_with("offset 1: dead-lettering requested")
     );
-    app.wait_committed(&kafka, &[3]).await;
+    app.wait_committed(&kafka, &[4]).await;
     wait_for(
         Duration::from_secs(10),
         "the partition to run again in the browser",
@@ -322,6 +323,22 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
             .await
             .contains("applied")
     );
+    // Every letter of a filter: the malformed record stays rejected, and says so.
+    browser
+        .goto(&format!("http://{admin}/dead-letters?reason=not_json"))
+        .await;
+    browser.click("#replay-all").await;
+    browser.wait_for_element("#flash").await;
+    assert_eq!(
+        browser.text("#flash").await,
+        "Replayed 1: 0 stored by the replay, 0 stored already, 1 still rejected."
+    );
+    assert!(
+        browser
+            .text("#dead-letters tr[data-offset='3'] .letter")
+            .await
+            .contains("still_rejected")
+    );
     browser
         .goto(&format!("http://{admin}/dead-letters?state=new"))
         .await;
@@ -348,9 +365,10 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
             )
         })
         .collect();
-    assert_eq!(actions.len(), 2, "{actions:?}");
-    assert_eq!(actions[0].0, "replay");
-    assert_eq!(actions[1].0, "dead_letter");
+    assert_eq!(actions.len(), 3, "{actions:?}");
+    assert_eq!(actions[0].0, "replay_matching");
+    assert_eq!(actions[1].0, "replay");
+    assert_eq!(actions[2].0, "dead_letter");
     assert!(actions.iter().all(|(_, by)| by.starts_with("session ")));
     app.shutdown().await;
 }
