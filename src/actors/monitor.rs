@@ -161,12 +161,14 @@ impl Monitor {
             stuck.is_some(),
             lag_seconds.unwrap_or(0.0),
         );
+        let end = view.end();
         PartitionSummary {
             trend: track.trend.iter().copied().collect(),
             view,
             state,
             state_reason,
             stuck,
+            end,
             lag,
             lag_seconds,
             oldest_unknown_seconds: oldest_unknown.map(|d| d.as_secs_f64()),

@@ -228,6 +228,10 @@ pub struct PartitionSummary {
     /// Why the state is what it is, in words (for paused and stuck).
     pub state_reason: Option<String>,
     pub stuck: Option<StuckReason>,
+    /// The end of the partition, at least ([`PartitionView::end`]): what pages and the API show
+    /// beside the watermark, never below it (`observed` keeps librdkafka's own figures).
+    pub end: Option<i64>,
+    /// Records between the committed offset and [`PartitionSummary::end`].
     pub lag: Option<i64>,
     pub lag_seconds: Option<f64>,
     pub oldest_unknown_seconds: Option<f64>,

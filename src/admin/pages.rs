@@ -71,7 +71,7 @@ impl RowView {
             reason: summary.state_reason.clone().unwrap_or_default(),
             committed: or_dash(view.committed()),
             watermark: or_dash(view.checkpoint.as_ref().and_then(|c| c.watermark)),
-            high_watermark: or_dash(view.end()),
+            high_watermark: or_dash(summary.end),
             high_watermark_age: or_dash(age),
             lag: or_dash(summary.lag),
             lag_seconds: or_dash(summary.lag_seconds.map(|s| format!("{s:.1}"))),
