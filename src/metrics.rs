@@ -26,6 +26,7 @@ struct Families {
     lag: IntGaugeVec,
     fetch_paused: IntGaugeVec,
     stuck: IntGaugeVec,
+    dead_letter_guard: IntGaugeVec,
     lag_seconds: prometheus::GaugeVec,
     transaction: HistogramVec,
     commits: IntCounterVec,
@@ -129,6 +130,11 @@ impl Metrics {
             stuck: gauge(
                 "history_partition_stuck",
                 "1 while the partition is stuck (old Unknown record, or watermark stalled with lag).",
+            ),
+            dead_letter_guard: gauge(
+                "history_partition_dead_letter_guard_engaged",
+                "1 while dead-lettering is stopped on the partition: more records in a row than \
+                 --max-consecutive-rejections were rejected by the database; they wait as Unknown.",
             ),
             lag_seconds: register(
                 r,
@@ -315,6 +321,14 @@ impl Metrics {
             .set(lag_seconds);
     }
 
+    /// Whether the partition's guard against mass dead-lettering is engaged.
+    pub fn set_dead_letter_guard(&self, partition: i32, engaged: bool) {
+        self.families
+            .dead_letter_guard
+            .with_label_values(&[&partition.to_string()])
+            .set(i64::from(engaged));
+    }
+
     pub fn observe_commit(&self, ok: bool) {
         self.families
             .commits
@@ -357,6 +371,7 @@ impl Metrics {
             &f.lag,
             &f.fetch_paused,
             &f.stuck,
+            &f.dead_letter_guard,
         ] {
             let _ = gauge.remove_label_values(&[&p]);
         }

@@ -116,6 +116,7 @@ impl Application {
             retry: runtime.retry,
             max_payload_bytes: runtime.max_payload_bytes,
             work_timeout: runtime.work_timeout,
+            max_consecutive_rejections: runtime.max_consecutive_rejections,
         });
         let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
         let supervisor = Supervisor::new(
@@ -171,6 +172,8 @@ impl Application {
                 metrics.clone(),
             ),
             read_auth: admin.read_auth,
+            topic: settings.kafka.topic.clone(),
+            max_payload_bytes: runtime.max_payload_bytes,
         };
         let server = admin::server(listener, metrics_listener, state).map_err(|source| {
             StartupError::Bind {

@@ -1,6 +1,11 @@
 //! One unit of a partition's work and how it runs against the database: an event through the
 //! inbox transaction, or a malformed record into `dead_letters`; a duplicate's cause after.
 //! Failures come back as the `Unknown` outcome, never as errors.
+//!
+//! An event the database rejects for good on its own (`inbox::sqlstate`: its transaction rolled
+//! back, so it is known not to be stored) is dead-lettered in a transaction of its own, with the
+//! reason `rejected_by_database` and the error, when its partition's guard allows it
+//! ([`Policy::dead_letter_rejections`]); otherwise it stays `Unknown`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,7 +13,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
-use crate::domain::DeadLetter;
+use crate::domain::{DeadLetter, Rejection, UnknownCause};
 use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RejectReason, TicketEvent};
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
 use crate::inbox::dead_letters;
@@ -21,6 +26,10 @@ pub enum Work {
         event: TicketEvent,
         origin: Origin,
         timestamp: Option<DateTime<Utc>>,
+        /// The record's key and bytes as delivered, for a dead letter should the database
+        /// reject the event, or an operator set it aside.
+        key: Option<Vec<u8>>,
+        payload: Option<Vec<u8>>,
     },
     DeadLetter {
         letter: DeadLetter,
@@ -47,6 +56,8 @@ impl Work {
                 event,
                 origin,
                 timestamp: record.timestamp,
+                key: record.key,
+                payload: record.payload,
             },
             Err(rejection) => Work::DeadLetter {
                 letter: DeadLetter {
@@ -83,19 +94,74 @@ impl Work {
             Work::Event { timestamp, .. } | Work::DeadLetter { timestamp, .. } => *timestamp,
         }
     }
+
+    /// The same record as a dead letter of `topic` for `rejection`, with its raw bytes.
+    pub fn dead_letter(&self, topic: &str, rejection: Rejection) -> DeadLetter {
+        match self {
+            Work::Event {
+                origin,
+                key,
+                payload,
+                ..
+            } => DeadLetter {
+                topic: topic.to_owned(),
+                partition: origin.partition,
+                offset: origin.offset,
+                key: key.clone(),
+                payload: payload.clone(),
+                rejection,
+            },
+            Work::DeadLetter { letter, .. } => DeadLetter {
+                rejection,
+                ..letter.clone()
+            },
+        }
+    }
+
+    /// This record to be stored as a dead letter for `rejection` instead (an operator's skip).
+    pub fn into_dead_letter(self, topic: &str, rejection: Rejection) -> Work {
+        let letter = self.dead_letter(topic, rejection);
+        Work::DeadLetter {
+            letter,
+            timestamp: self.timestamp(),
+        }
+    }
+}
+
+/// How a partition's units of work run.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<'a> {
+    /// The topic, for dead letters.
+    pub topic: &'a str,
+    /// The longest a unit may take before it counts as `Unknown` (cause unavailable).
+    pub timeout: Duration,
+    /// Whether an event the database rejects for good may be dead-lettered now (the
+    /// partition's guard against mass dead-lettering has not engaged).
+    pub dead_letter_rejections: bool,
 }
 
 /// What executing a unit of work gave.
 #[derive(Debug, Clone)]
 pub struct Executed {
     pub outcome: Outcome,
-    /// The error's text, for `Unknown`; the records of a failed batch share one.
+    /// For `Unknown`, the error's text (the records of a failed batch share one); for a record
+    /// the database rejected, its error (dead-lettered or not).
     pub error: Option<Arc<str>>,
-    /// For `Unknown`: the database could not be reached (or the work timed out), so the
-    /// records are not the cause and may be retried together.
-    pub unavailable: bool,
+    /// For `Unknown`: why, which decides how it is retried.
+    pub cause: Option<UnknownCause>,
+    /// For `DeadLettered`: the reason it was stored with.
+    pub reason: Option<RejectReason>,
     pub duplicate: Option<DuplicateCause>,
     pub elapsed: Duration,
+}
+
+impl Executed {
+    /// Whether the database rejected the record for good (dead-lettered, or kept `Unknown` by
+    /// the guard).
+    pub fn rejected_by_database(&self) -> bool {
+        self.reason == Some(RejectReason::RejectedByDatabase)
+            || self.cause == Some(UnknownCause::Rejected)
+    }
 }
 
 /// The longest a duplicate's classification may take; past it the duplicate is counted as
@@ -106,63 +172,130 @@ fn timed_out(timeout: Duration) -> Arc<str> {
     format!("database work timed out after {} ms", timeout.as_millis()).into()
 }
 
-/// Executes `work` once, within `timeout`. Never fails: failures, including the timeout, are
-/// the `Unknown` outcome. A duplicate's classification runs afterwards under its own deadline.
-pub async fn execute(pool: Pool, work: Work, timeout: Duration) -> Executed {
+/// An outcome before timing and classification.
+struct Ran {
+    outcome: Outcome,
+    error: Option<Arc<str>>,
+    cause: Option<UnknownCause>,
+    reason: Option<RejectReason>,
+}
+
+impl Ran {
+    fn resolved(outcome: Outcome) -> Ran {
+        Ran {
+            outcome,
+            error: None,
+            cause: None,
+            reason: None,
+        }
+    }
+
+    fn unknown(error: Arc<str>, cause: UnknownCause) -> Ran {
+        Ran {
+            outcome: Outcome::Unknown,
+            error: Some(error),
+            cause: Some(cause),
+            reason: None,
+        }
+    }
+
+    fn failed(error: &PgInboxError) -> Ran {
+        let cause = if error.is_unavailable() {
+            UnknownCause::Unavailable
+        } else {
+            UnknownCause::Refused
+        };
+        Ran::unknown(database_error_text(error).into(), cause)
+    }
+}
+
+/// The text a database error is stored and shown with: the error and its causes, the SQLSTATE
+/// at the end of the first line (the server's DETAIL and HINT lines follow).
+pub fn database_error_text(error: &PgInboxError) -> String {
+    let text = crate::error_text::chain(error);
+    let Some(state) = error.sqlstate() else {
+        return text;
+    };
+    match text.split_once('\n') {
+        Some((first, rest)) => format!("{first} (SQLSTATE {state})\n{rest}"),
+        None => format!("{text} (SQLSTATE {state})"),
+    }
+}
+
+/// Executes `work` once, within the policy's timeout. Never fails: failures, including the
+/// timeout, are the `Unknown` outcome. A duplicate's classification runs afterwards under its
+/// own deadline.
+pub async fn execute(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Executed {
     let started = Instant::now();
-    let (outcome, error, unavailable) = match tokio::time::timeout(timeout, run(&pool, &work)).await
-    {
-        Ok(result) => result,
-        Err(_) => (Outcome::Unknown, Some(timed_out(timeout)), true),
+    let ran = match tokio::time::timeout(policy.timeout, run(pool, work, policy)).await {
+        Ok(ran) => ran,
+        Err(_) => Ran::unknown(timed_out(policy.timeout), UnknownCause::Unavailable),
     };
     let elapsed = started.elapsed();
-    let duplicate = match (&work, outcome) {
+    let duplicate = match (work, ran.outcome) {
         (Work::Event { event, origin, .. }, Outcome::AlreadyApplied) => {
-            Some(classify(&pool, event, *origin).await)
+            Some(classify(pool, event, *origin).await)
         }
         _ => None,
     };
     Executed {
-        outcome,
-        error,
-        unavailable,
+        outcome: ran.outcome,
+        error: ran.error,
+        cause: ran.cause,
+        reason: ran.reason,
         duplicate,
         elapsed,
     }
 }
 
-async fn run(pool: &Pool, work: &Work) -> (Outcome, Option<Arc<str>>, bool) {
-    let failed = |error: PgInboxError| {
-        let unavailable = error.is_unavailable();
-        (
-            Outcome::Unknown,
-            Some(crate::error_text::chain(&error).into()),
-            unavailable,
-        )
-    };
+async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Ran {
     match work {
         Work::Event { event, origin, .. } => {
             let mut repo = PgInbox::new(pool.clone());
             match process_history_once(&mut repo, event, *origin).await {
-                Processed::Applied => (Outcome::Applied, None, false),
-                Processed::AlreadyApplied => (Outcome::AlreadyApplied, None, false),
-                Processed::Unknown(error) => failed(error),
+                Processed::Applied => Ran::resolved(Outcome::Applied),
+                Processed::AlreadyApplied => Ran::resolved(Outcome::AlreadyApplied),
+                Processed::Unknown(error) if error.rejects_the_row() => {
+                    let text: Arc<str> = database_error_text(&error).into();
+                    if !policy.dead_letter_rejections {
+                        return Ran::unknown(text, UnknownCause::Rejected);
+                    }
+                    let rejection =
+                        Rejection::new(RejectReason::RejectedByDatabase, text.to_string());
+                    let letter = work.dead_letter(policy.topic, rejection);
+                    // A transaction of its own: the event's rolled back.
+                    match dead_letters::store(pool, &letter).await {
+                        Ok(()) => Ran {
+                            outcome: Outcome::DeadLettered,
+                            error: Some(text),
+                            cause: None,
+                            reason: Some(RejectReason::RejectedByDatabase),
+                        },
+                        Err(error) => Ran::failed(&error),
+                    }
+                }
+                Processed::Unknown(error) => Ran::failed(&error),
             }
         }
         Work::DeadLetter { letter, .. } => match dead_letters::store(pool, letter).await {
-            Ok(()) => (Outcome::DeadLettered, None, false),
-            Err(error) => failed(error),
+            Ok(()) => Ran {
+                reason: Some(letter.rejection.reason),
+                ..Ran::resolved(Outcome::DeadLettered)
+            },
+            Err(error) => Ran::failed(&error),
         },
     }
 }
 
 /// Executes several units of work in one inbox transaction (SPEC §4 per event, batched),
-/// within `timeout`. Outcomes stay per unit, in order. Any failure makes every unit `Unknown`:
-/// the caller then retries them one by one, so a single bad record cannot keep the batch
-/// unresolved. Duplicates are classified afterwards under their own deadline.
-pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Vec<Executed> {
+/// within the policy's timeout. Outcomes stay per unit, in order. Any failure makes every
+/// unit `Unknown`: the caller then retries them one by one (unless the database was
+/// unavailable), so a single bad record cannot keep the batch unresolved, and only on its own
+/// can a record be found rejected for good. Duplicates are classified afterwards under their
+/// own deadline.
+pub async fn execute_batch(pool: &Pool, works: &[&Work], policy: &Policy<'_>) -> Vec<Executed> {
     if let [work] = works {
-        return vec![execute(pool, (*work).clone(), timeout).await];
+        return vec![execute(pool, work, policy).await];
     }
     let started = Instant::now();
     let items: Vec<BatchItem<'_>> = works
@@ -175,14 +308,24 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
             Work::DeadLetter { letter, .. } => BatchItem::DeadLetter(letter),
         })
         .collect();
-    let outcomes = match tokio::time::timeout(timeout, process_batch(&pool, &items)).await {
+    let outcomes = match tokio::time::timeout(policy.timeout, process_batch(pool, &items)).await {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) => {
-            let unavailable = error.is_unavailable();
-            let text = crate::error_text::chain(&error).into();
-            return all_unknown(works.len(), text, unavailable, started);
+            let Ran { error, cause, .. } = Ran::failed(&error);
+            let (error, cause) = (
+                error.unwrap_or_default(),
+                cause.unwrap_or(UnknownCause::Refused),
+            );
+            return all_unknown(works.len(), error, cause, started);
         }
-        Err(_) => return all_unknown(works.len(), timed_out(timeout), true, started),
+        Err(_) => {
+            return all_unknown(
+                works.len(),
+                timed_out(policy.timeout),
+                UnknownCause::Unavailable,
+                started,
+            );
+        }
     };
     let elapsed = started.elapsed();
     let duplicates: Vec<(usize, &TicketEvent, Origin)> = works
@@ -198,7 +341,7 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
         .collect();
     let pairs: Vec<(&TicketEvent, Origin)> = duplicates.iter().map(|(_, e, o)| (*e, *o)).collect();
     let classified =
-        tokio::time::timeout(CLASSIFY_TIMEOUT, duplicates::classify_many(&pool, &pairs)).await;
+        tokio::time::timeout(CLASSIFY_TIMEOUT, duplicates::classify_many(pool, &pairs)).await;
     let causes = match classified {
         Ok(Ok(causes)) => causes,
         Ok(Err(error)) => {
@@ -215,10 +358,12 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
     };
     let mut executed: Vec<Executed> = outcomes
         .into_iter()
-        .map(|outcome| Executed {
+        .zip(works)
+        .map(|(outcome, work)| Executed {
             outcome: outcome.into(),
             error: None,
-            unavailable: false,
+            cause: None,
+            reason: work.rejection_reason(),
             duplicate: None,
             elapsed,
         })
@@ -235,7 +380,7 @@ pub async fn execute_batch(pool: Pool, works: &[&Work], timeout: Duration) -> Ve
 fn all_unknown(
     count: usize,
     error: Arc<str>,
-    unavailable: bool,
+    cause: UnknownCause,
     started: Instant,
 ) -> Vec<Executed> {
     let elapsed = started.elapsed();
@@ -243,7 +388,8 @@ fn all_unknown(
         .map(|_| Executed {
             outcome: Outcome::Unknown,
             error: Some(error.clone()),
-            unavailable,
+            cause: Some(cause),
+            reason: None,
             duplicate: None,
             elapsed,
         })

@@ -222,6 +222,32 @@ pub struct PartitionCommand {
 #[error("partition {0} is not assigned to this instance")]
 pub struct NotOwned(pub i32);
 
+/// An operator dead-letters one Unknown record of a partition instead of retrying it (a skip):
+/// it is stored in `dead_letters` (reason `skipped_by_operator`) as the partition's next unit
+/// of work, and the watermark moves past it.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<(), SkipRefused>")]
+pub struct DeadLetterRecord {
+    pub partition: i32,
+    pub offset: i64,
+    /// Why, in the operator's words (required).
+    pub comment: String,
+    /// Who, as the audit trail names them.
+    pub by: String,
+}
+
+/// Why a record cannot be dead-lettered by an operator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkipRefused {
+    #[error(transparent)]
+    NotOwned(#[from] NotOwned),
+    #[error(
+        "offset {offset} is not in the Unknown backlog of partition {partition} (resolved \
+         already, not delivered yet, or the partition is being revoked)"
+    )]
+    NotInBacklog { partition: i32, offset: i64 },
+}
+
 /// Leave the group gracefully: drain, commit, stop.
 #[derive(Message)]
 #[rtype(result = "()")]

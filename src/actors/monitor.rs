@@ -13,7 +13,7 @@ pub use super::status::{DisplayState, Overview, PartitionSummary, TrendPoint};
 use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
 use crate::metrics::Metrics;
-use crate::stuck::{StuckRules, evaluate};
+use crate::stuck::{RejectionsHeld, StuckRules, evaluate};
 
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 const TREND_EVERY: Duration = Duration::from_secs(5);
@@ -127,8 +127,18 @@ impl Monitor {
             (Some(_), _) => Some(0.0),
             (None, _) => None,
         };
+        let held = view
+            .actor
+            .as_ref()
+            .map(|a| a.guard)
+            .filter(|g| g.engaged)
+            .map(|g| RejectionsHeld {
+                consecutive: g.consecutive,
+                limit: g.limit,
+            });
         let stuck = evaluate(
             &self.rules,
+            held,
             oldest_unknown,
             now.duration_since(track.moved_at),
             lag.unwrap_or(0),
@@ -151,12 +161,14 @@ impl Monitor {
             stuck.is_some(),
             lag_seconds.unwrap_or(0.0),
         );
+        let end = view.end();
         PartitionSummary {
             trend: track.trend.iter().copied().collect(),
             view,
             state,
             state_reason,
             stuck,
+            end,
             lag,
             lag_seconds,
             oldest_unknown_seconds: oldest_unknown.map(|d| d.as_secs_f64()),

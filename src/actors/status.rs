@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::domain::{DuplicateCause, ObservedOffsets};
+use crate::domain::{DuplicateCause, ObservedOffsets, UnknownCause};
 use crate::stuck::StuckReason;
 
 /// What a partition actor is doing, as an operator would say it.
@@ -59,11 +59,26 @@ pub struct BacklogEntry {
     /// `None` for a dead letter whose storing failed.
     pub event_id: Option<String>,
     pub attempts: u32,
+    /// Why its last attempt was Unknown.
+    pub cause: UnknownCause,
     /// Shared with the backlog entry (and the other records of its failed batch): a snapshot
     /// of a full backlog copies no error text.
     pub last_error: Arc<str>,
     pub first_seen: DateTime<Utc>,
     pub next_retry: DateTime<Utc>,
+    /// An operator asked to dead-letter it; that runs next.
+    pub dead_letter_requested: bool,
+}
+
+/// The partition's guard against mass dead-lettering (see `partition::guard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GuardStatus {
+    /// Dead-lettering of records the database rejects is stopped.
+    pub engaged: bool,
+    /// Records rejected by the database in a row.
+    pub consecutive: usize,
+    /// How many in a row may be dead-lettered (`--max-consecutive-rejections`).
+    pub limit: u32,
 }
 
 /// A recently resolved or failed record, newest first in snapshots.
@@ -91,6 +106,7 @@ pub struct PartitionStatus {
     /// they are on their way).
     pub requested: usize,
     pub backlog: Vec<BacklogEntry>,
+    pub guard: GuardStatus,
     pub counts: OutcomeCounts,
     pub last_offset: Option<i64>,
     /// Kafka timestamp of the last record taken up.
@@ -133,10 +149,12 @@ impl PartitionView {
             .or_else(|| self.observed.map(|o| o.committed).filter(|c| *c >= 0))
     }
 
-    /// Records between the committed offset and the end of the partition.
-    pub fn lag(&self) -> Option<i64> {
-        // read_committed consumers stop at the last stable offset.
-        let end = self
+    /// The end of the partition (the last stable offset for a read_committed consumer), at
+    /// least: librdkafka's statistics are up to a second old, and records resolved since then
+    /// prove the partition reaches further, so the watermark and the committed offset bound it
+    /// from below. `None` until the statistics came once.
+    pub fn end(&self) -> Option<i64> {
+        let reported = self
             .observed
             .map(|o| {
                 if o.last_stable >= 0 {
@@ -146,7 +164,17 @@ impl PartitionView {
                 }
             })
             .filter(|e| *e >= 0)?;
-        Some((end - self.committed().unwrap_or(0)).max(0))
+        let ours = self.checkpoint.as_ref().and_then(|c| c.watermark);
+        Some(
+            reported
+                .max(ours.unwrap_or(0))
+                .max(self.committed().unwrap_or(0)),
+        )
+    }
+
+    /// Records between the committed offset and the end of the partition.
+    pub fn lag(&self) -> Option<i64> {
+        Some((self.end()? - self.committed().unwrap_or(0)).max(0))
     }
 }
 
@@ -200,6 +228,10 @@ pub struct PartitionSummary {
     /// Why the state is what it is, in words (for paused and stuck).
     pub state_reason: Option<String>,
     pub stuck: Option<StuckReason>,
+    /// The end of the partition, at least ([`PartitionView::end`]): what pages and the API show
+    /// beside the watermark, never below it (`observed` keeps librdkafka's own figures).
+    pub end: Option<i64>,
+    /// Records between the committed offset and [`PartitionSummary::end`].
     pub lag: Option<i64>,
     pub lag_seconds: Option<f64>,
     pub oldest_unknown_seconds: Option<f64>,
@@ -224,5 +256,55 @@ impl Overview {
         self.partitions
             .iter()
             .find(|p| p.view.partition == partition)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(reported_end: i64, watermark: Option<i64>, committed: Option<i64>) -> PartitionView {
+        PartitionView {
+            partition: 0,
+            actor: None,
+            checkpoint: Some(CheckpointStatus {
+                partition: 0,
+                generation: 1,
+                watermark,
+                committed,
+                unresolved: 0,
+                first_unresolved: None,
+                commits_ok: 0,
+                commits_failed: 0,
+                last_commit_error: None,
+            }),
+            observed: Some(ObservedOffsets {
+                partition: 0,
+                high_watermark: reported_end,
+                last_stable: reported_end,
+                committed: -1,
+                observed_at: Utc::now(),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_end_of_a_partition_is_never_below_what_was_resolved_or_committed() {
+        // Statistics a second old: 120 records then, 150 resolved since.
+        let stale = view(120, Some(150), Some(140));
+        assert_eq!(stale.end(), Some(150));
+        assert_eq!(stale.lag(), Some(10));
+        let fresh = view(200, Some(150), Some(140));
+        assert_eq!(fresh.end(), Some(200));
+        assert_eq!(fresh.lag(), Some(60));
+        let unknown = PartitionView {
+            observed: None,
+            ..view(0, Some(5), Some(5))
+        };
+        assert_eq!(
+            unknown.end(),
+            None,
+            "no statistics yet: unknown, not guessed"
+        );
     }
 }

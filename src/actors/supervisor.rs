@@ -14,10 +14,10 @@ use futures::future::join_all;
 
 use super::checkpoint::Checkpoint;
 use super::messages::{
-    ApplyAction, Assignment, CommitPosition, Drain, DriverStopped, Fetched, GetCheckpointStatus,
-    GetPartitionStatus, GetStatus, GroupJoined, KafkaLink, KafkaRequest, NotOwned, OffsetsObserved,
-    PartitionAction, PartitionCommand, PartitionsAssigned, PartitionsRevoked, ReleasePartitions,
-    Shutdown, TrackPartitions,
+    ApplyAction, Assignment, CommitPosition, DeadLetterRecord, Drain, DriverStopped, Fetched,
+    GetCheckpointStatus, GetPartitionStatus, GetStatus, GroupJoined, KafkaLink, KafkaRequest,
+    NotOwned, OffsetsObserved, PartitionAction, PartitionCommand, PartitionsAssigned,
+    PartitionsRevoked, ReleasePartitions, Shutdown, SkipRefused, TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
@@ -214,6 +214,23 @@ impl Handler<PartitionCommand> for Supervisor {
         }
         actor.do_send(ApplyAction(msg.action));
         Ok(())
+    }
+}
+
+impl Handler<DeadLetterRecord> for Supervisor {
+    type Result = ResponseFuture<Result<(), SkipRefused>>;
+
+    fn handle(&mut self, msg: DeadLetterRecord, _ctx: &mut Context<Self>) -> Self::Result {
+        let partition = msg.partition;
+        let actor = self.partitions.get(&partition).map(|(_, a)| a.clone());
+        Box::pin(async move {
+            let actor = actor.ok_or(NotOwned(partition))?;
+            // An actor gone meanwhile (revoked) owns nothing any more.
+            actor
+                .send(msg)
+                .await
+                .unwrap_or(Err(NotOwned(partition).into()))
+        })
     }
 }
 

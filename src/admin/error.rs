@@ -24,6 +24,12 @@ pub enum AdminError {
     NotFound(String),
     #[error(transparent)]
     NotOwned(#[from] NotOwned),
+    /// The request conflicts with the state it meets (another instance owns the partition).
+    #[error("{0}")]
+    Conflict(String),
+    /// The service could not do it now (a replay's database is down); the text says what.
+    #[error("{0}")]
+    Unavailable(String),
     /// Not allowed; `hint` tells an API client how to authenticate.
     #[error("{denied}{hint}")]
     Denied { denied: Denied, hint: &'static str },
@@ -87,7 +93,7 @@ impl ResponseError for AdminError {
         match self {
             AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
-            AdminError::NotOwned(_) => StatusCode::CONFLICT,
+            AdminError::NotOwned(_) | AdminError::Conflict(_) => StatusCode::CONFLICT,
             AdminError::Denied { denied, .. } => match denied {
                 Denied::ReadOnly | Denied::Csrf => StatusCode::FORBIDDEN,
                 Denied::NotSignedIn | Denied::WrongToken => StatusCode::UNAUTHORIZED,
@@ -95,7 +101,7 @@ impl ResponseError for AdminError {
                     StatusCode::TOO_MANY_REQUESTS
                 }
             },
-            AdminError::Database { .. } | AdminError::ShuttingDown => {
+            AdminError::Database { .. } | AdminError::Unavailable(_) | AdminError::ShuttingDown => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
         }

@@ -54,6 +54,10 @@ pub struct AdminState {
     pub auth: auth::Auth,
     /// Reading needs a sign-in too (`--admin-read-auth`).
     pub read_auth: bool,
+    /// The consumed topic: dead letters are replayed from it unless told otherwise.
+    pub topic: String,
+    /// A replayed dead letter is parsed with the consumer's payload limit.
+    pub max_payload_bytes: usize,
 }
 
 /// How long a refusal for going over a limit (wrong tokens, anonymous page loads) waits before

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use super::queries::{AuditRow, DeadLetterRow, HistoryRow};
 use super::sparkline;
 use crate::actors::monitor::PartitionSummary;
-use crate::actors::status::{BacklogEntry, RecentOutcome};
-use crate::domain::DuplicateCause;
+use crate::actors::status::{BacklogEntry, GuardStatus, RecentOutcome};
+use crate::domain::{DuplicateCause, UnknownCause};
 
 /// What every page's frame needs.
 pub struct Layout {
@@ -25,7 +25,10 @@ pub struct RowView {
     pub reason: String,
     pub committed: String,
     pub watermark: String,
+    /// The end of the partition, at least (see `PartitionView::end`).
     pub high_watermark: String,
+    /// How old librdkafka's statistics of the end are ("0.4 s").
+    pub high_watermark_age: String,
     pub lag: String,
     pub lag_seconds: String,
     pub in_flight: String,
@@ -58,13 +61,18 @@ impl RowView {
         let view = &summary.view;
         let actor = view.actor.as_ref();
         let counts = actor.map(|a| a.counts.clone()).unwrap_or_default();
+        let age = view.observed.map(|o| {
+            let millis = (Utc::now() - o.observed_at).num_milliseconds().max(0);
+            format!("{:.1} s", millis as f64 / 1000.0)
+        });
         RowView {
             partition: view.partition,
             state: summary.state.as_str(),
             reason: summary.state_reason.clone().unwrap_or_default(),
             committed: or_dash(view.committed()),
             watermark: or_dash(view.checkpoint.as_ref().and_then(|c| c.watermark)),
-            high_watermark: or_dash(view.observed.map(|o| o.high_watermark).filter(|h| *h >= 0)),
+            high_watermark: or_dash(summary.end),
+            high_watermark_age: or_dash(age),
             lag: or_dash(summary.lag),
             lag_seconds: or_dash(summary.lag_seconds.map(|s| format!("{s:.1}"))),
             in_flight: or_dash(actor.map(|a| a.in_flight)),
@@ -86,10 +94,12 @@ fn time(at: DateTime<Utc>) -> String {
 
 pub struct AuditView {
     pub at: String,
-    pub partition: i32,
+    pub partition: String,
+    pub offset: String,
     pub action: String,
     pub actor: String,
     pub result: String,
+    pub detail: String,
 }
 
 impl AuditView {
@@ -97,10 +107,14 @@ impl AuditView {
         rows.into_iter()
             .map(|a| AuditView {
                 at: time(a.at),
-                partition: a.partition,
+                partition: a
+                    .partition
+                    .map_or_else(|| "all".to_owned(), |p| p.to_string()),
+                offset: a.offset.map(|o| o.to_string()).unwrap_or_default(),
                 action: a.action,
                 actor: a.actor,
                 result: a.result,
+                detail: a.detail.unwrap_or_default(),
             })
             .collect()
     }
@@ -127,17 +141,80 @@ pub struct PartitionRowsFragment {
     pub rows: Vec<RowView>,
 }
 
+/// An error's first line, and the whole text when there is more (shown on demand).
+fn split_error(error: &str) -> (String, String) {
+    const SHORT: usize = 240;
+    let first = error.lines().next().unwrap_or_default();
+    let line: String = first.chars().take(SHORT).collect();
+    let more = line.len() < error.trim_end().len();
+    let line = if line.len() < first.len() {
+        format!("{line}…")
+    } else {
+        line
+    };
+    (
+        line,
+        if more {
+            error.to_owned()
+        } else {
+            String::new()
+        },
+    )
+}
+
+/// What an operator can do about an Unknown record, by why it is Unknown.
+pub fn remedy(cause: UnknownCause, guard: &GuardStatus) -> &'static str {
+    match cause {
+        UnknownCause::Unavailable => {
+            "The database cannot be reached or timed out: the record is not the cause. Bring \
+             the database back; the backlog is retried by itself, at once when it answers \
+             (Retry now skips the wait)."
+        }
+        UnknownCause::Refused => {
+            "The database refused the record with an error that may pass (a lock, a missing \
+             table or privilege, a failed COMMIT). Fix the cause, then Retry now. If this record \
+             can never be stored, dead-letter it (with a comment)."
+        }
+        UnknownCause::Rejected if guard.engaged => {
+            "The database rejects records for good, more in a row than the dead-letter limit: \
+             more likely a fault of the database (a migration, a trigger, a constraint) than of \
+             the records, so dead-lettering stopped. Fix the database, then Retry now: the \
+             records are stored and the partition goes on. Dead-letter a record only if it is \
+             bad itself; replay dead letters from the Dead letters page once the cause is fixed."
+        }
+        UnknownCause::Rejected => {
+            "The database rejected the record for good; it is dead-lettered on its next \
+             attempt (Retry now), or dead-letter it yourself."
+        }
+    }
+}
+
+fn cause_label(cause: UnknownCause) -> &'static str {
+    match cause {
+        UnknownCause::Unavailable => "database unavailable",
+        UnknownCause::Refused => "refused (may pass)",
+        UnknownCause::Rejected => "rejected for good, held",
+    }
+}
+
 pub struct BacklogView {
     pub offset: i64,
     pub event_id: String,
     pub attempts: u32,
-    pub last_error: String,
+    pub cause: &'static str,
+    pub error_line: String,
+    /// The whole error when it has more than its first line (empty otherwise).
+    pub error_full: String,
+    pub age: String,
     pub first_seen: String,
     pub next_retry: String,
+    pub dead_letter_requested: bool,
 }
 
 impl From<&BacklogEntry> for BacklogView {
     fn from(entry: &BacklogEntry) -> Self {
+        let (error_line, error_full) = split_error(&entry.last_error);
+        let age = (Utc::now() - entry.first_seen).num_milliseconds().max(0) as f64 / 1000.0;
         BacklogView {
             offset: entry.offset,
             event_id: entry
@@ -145,10 +222,31 @@ impl From<&BacklogEntry> for BacklogView {
                 .clone()
                 .unwrap_or_else(|| "(dead letter)".into()),
             attempts: entry.attempts,
-            last_error: entry.last_error.to_string(),
+            cause: cause_label(entry.cause),
+            error_line,
+            error_full,
+            age: human_duration(age),
             first_seen: time(entry.first_seen),
             next_retry: time(entry.next_retry),
+            dead_letter_requested: entry.dead_letter_requested,
         }
+    }
+}
+
+/// The record that holds the partition's watermark, and what to do about it.
+pub struct BlockingView {
+    pub record: BacklogView,
+    pub remedy: &'static str,
+}
+
+impl BlockingView {
+    /// The lowest Unknown record: the committed offset cannot pass it.
+    pub fn of(backlog: &[BacklogEntry], guard: &GuardStatus) -> Option<BlockingView> {
+        let first = backlog.iter().min_by_key(|e| e.offset)?;
+        Some(BlockingView {
+            record: BacklogView::from(first),
+            remedy: remedy(first.cause, guard),
+        })
     }
 }
 
@@ -175,30 +273,55 @@ impl From<&RecentOutcome> for RecentView {
 }
 
 pub struct DeadLetterView {
+    pub topic: String,
     pub partition: i32,
     pub offset: i64,
     pub key: String,
     pub reason: String,
     pub message: String,
+    /// The message's first line, and the whole message when it has more.
+    pub message_line: String,
+    pub message_full: String,
     pub payload_preview: String,
     pub payload_bytes: i64,
     pub at: String,
+    pub state: String,
+    /// When and by whom it was replayed, and what the replay said (empty: never).
+    pub replayed: String,
 }
 
 impl DeadLetterView {
     pub fn list(rows: Vec<DeadLetterRow>) -> Vec<DeadLetterView> {
-        rows.into_iter()
-            .map(|d| DeadLetterView {
-                partition: d.partition,
-                offset: d.offset,
-                key: d.key.unwrap_or_default(),
-                reason: d.reason,
-                message: d.message,
-                payload_preview: d.payload_preview,
-                payload_bytes: d.payload_bytes,
-                at: time(d.at),
-            })
-            .collect()
+        rows.into_iter().map(DeadLetterView::from).collect()
+    }
+}
+
+impl From<DeadLetterRow> for DeadLetterView {
+    fn from(d: DeadLetterRow) -> Self {
+        let replayed = match (d.replayed_at, &d.replayed_by) {
+            (Some(at), Some(by)) => format!(
+                "{} by {by}: {}",
+                time(at),
+                d.replay_message.as_deref().unwrap_or_default()
+            ),
+            _ => String::new(),
+        };
+        let (message_line, message_full) = split_error(&d.message);
+        DeadLetterView {
+            message_line,
+            message_full,
+            topic: d.topic,
+            partition: d.partition,
+            offset: d.offset,
+            key: d.key.unwrap_or_default(),
+            reason: d.reason,
+            message: d.message,
+            payload_preview: d.payload_preview,
+            payload_bytes: d.payload_bytes,
+            at: time(d.at),
+            state: d.state,
+            replayed,
+        }
     }
 }
 
@@ -209,6 +332,9 @@ pub struct PartitionPage {
     pub partition: i32,
     pub row: RowView,
     pub flash: String,
+    /// When the snapshot was taken: every number of the page is from it.
+    pub as_of: String,
+    pub blocking: Option<BlockingView>,
     pub backlog: Vec<BacklogView>,
     pub recent: Vec<RecentView>,
     pub dead_letters: Vec<DeadLetterView>,
@@ -224,6 +350,13 @@ pub struct DeadLettersPage {
     pub partition: String,
     pub reason: String,
     pub reasons: Vec<String>,
+    pub state: String,
+    pub states: Vec<String>,
+    /// The time filter as given (a browser's `datetime-local` value, or RFC 3339).
+    pub since: String,
+    pub until: String,
+    /// What a replay just did (empty: nothing).
+    pub flash: String,
     /// How many match, or "more than …" past the count's cap.
     pub total: String,
     pub rows: Vec<DeadLetterView>,

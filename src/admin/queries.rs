@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
+use crate::domain::LetterState;
 use crate::inbox::PgInboxError;
+use crate::inbox::replay::Selection;
 
 /// Rows per dead-letter page.
 pub const DEAD_LETTERS_PER_PAGE: i64 = 50;
@@ -27,6 +29,11 @@ pub struct DeadLetterRow {
     pub reason: String,
     pub message: String,
     pub at: DateTime<Utc>,
+    /// What became of it (`new`, `applied`, `still_rejected`).
+    pub state: String,
+    pub replayed_at: Option<DateTime<Utc>>,
+    pub replayed_by: Option<String>,
+    pub replay_message: Option<String>,
 }
 
 /// A dead letter's place in the list (newest first): when it was stored, then partition and
@@ -87,7 +94,25 @@ pub enum Page {
 pub struct DeadLetterFilter {
     pub partition: Option<i32>,
     pub reason: Option<String>,
+    pub state: Option<LetterState>,
+    /// Stored at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Stored before.
+    pub until: Option<DateTime<Utc>>,
     pub page: Page,
+}
+
+impl DeadLetterFilter {
+    /// The letters the filter selects, whatever the page (for replaying them).
+    pub fn selection(&self) -> Selection {
+        Selection {
+            partition: self.partition,
+            reason: self.reason.clone(),
+            state: self.state,
+            since: self.since,
+            until: self.until,
+        }
+    }
 }
 
 /// A page of dead letters, newest first, and where the neighbouring pages start.
@@ -100,25 +125,32 @@ pub struct DeadLetterPage {
 
 const DEAD_LETTER_COLUMNS: &str = "SELECT topic, kafka_partition, kafka_offset, record_key, \
         substring(payload FROM 1 FOR 8192), coalesce(octet_length(payload), 0)::bigint, \
-        reason, message, dead_lettered_at FROM dead_letters";
+        reason, message, dead_lettered_at, state, replayed_at, replayed_by, replay_message \
+        FROM dead_letters";
 
 // Keyset pagination: a page reads its rows from the time index, however deep it is. The time
 // bound repeats the row comparison's first column so that the index serves it.
 const NEWEST_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) \
-     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $3";
+       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
+       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
+       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
+     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6";
 
 const OLDER_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) \
-       AND dead_lettered_at <= $4 \
-       AND (dead_lettered_at, kafka_partition, kafka_offset) < ($4, $5, $6) \
-     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $3";
+       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
+       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
+       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
+       AND dead_lettered_at <= $7 \
+       AND (dead_lettered_at, kafka_partition, kafka_offset) < ($7, $8, $9) \
+     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6";
 
 const NEWER_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) \
-       AND dead_lettered_at >= $4 \
-       AND (dead_lettered_at, kafka_partition, kafka_offset) > ($4, $5, $6) \
-     ORDER BY dead_lettered_at, kafka_partition, kafka_offset LIMIT $3";
+       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
+       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
+       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
+       AND dead_lettered_at >= $7 \
+       AND (dead_lettered_at, kafka_partition, kafka_offset) > ($7, $8, $9) \
+     ORDER BY dead_lettered_at, kafka_partition, kafka_offset LIMIT $6";
 
 /// Up to `limit` dead letters of `filter`'s page, newest first.
 pub async fn dead_letters(
@@ -129,14 +161,21 @@ pub async fn dead_letters(
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     // One more than shown: whether a page lies beyond.
     let fetch = limit + 1;
+    let state = filter.state.map(LetterState::as_str);
+    let matching: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+        &filter.partition,
+        &filter.reason,
+        &state,
+        &filter.since,
+        &filter.until,
+        &fetch,
+    ];
     let rows = match filter.page {
         Page::Newest => {
             let statement = client
                 .prepare_cached(&format!("{DEAD_LETTER_COLUMNS} {NEWEST_DEAD_LETTERS}"))
                 .await?;
-            client
-                .query(&statement, &[&filter.partition, &filter.reason, &fetch])
-                .await?
+            client.query(&statement, &matching).await?
         }
         Page::Older(cursor) | Page::Newer(cursor) => {
             let sql = match filter.page {
@@ -146,18 +185,13 @@ pub async fn dead_letters(
             let statement = client
                 .prepare_cached(&format!("{DEAD_LETTER_COLUMNS} {sql}"))
                 .await?;
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
-                &filter.partition,
-                &filter.reason,
-                &fetch,
-                &cursor.at(),
-                &cursor.partition,
-                &cursor.offset,
-            ];
+            let at = cursor.at();
+            let mut params = matching.to_vec();
+            params.extend_from_slice(&[&at, &cursor.partition, &cursor.offset]);
             client.query(&statement, &params).await?
         }
     };
-    let mut letters: Vec<DeadLetterRow> = rows.iter().map(dead_letter).collect();
+    let mut letters: Vec<DeadLetterRow> = rows.iter().map(dead_letter_row).collect();
     let more = letters.len() as i64 > limit;
     letters.truncate(usize::try_from(limit).unwrap_or(0));
     if matches!(filter.page, Page::Newer(_)) {
@@ -180,7 +214,26 @@ pub async fn dead_letters(
     })
 }
 
-fn dead_letter(row: &tokio_postgres::Row) -> DeadLetterRow {
+const ONE_DEAD_LETTER: &str = "WHERE topic = $1 AND kafka_partition = $2 AND kafka_offset = $3";
+
+/// One dead letter, by its place in the topic.
+pub async fn dead_letter(
+    pool: &Pool,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Option<DeadLetterRow>, PgInboxError> {
+    let client = pool.get().await.map_err(PgInboxError::Pool)?;
+    let statement = client
+        .prepare_cached(&format!("{DEAD_LETTER_COLUMNS} {ONE_DEAD_LETTER}"))
+        .await?;
+    let row = client
+        .query_opt(&statement, &[&topic, &partition, &offset])
+        .await?;
+    Ok(row.as_ref().map(dead_letter_row))
+}
+
+fn dead_letter_row(row: &tokio_postgres::Row) -> DeadLetterRow {
     let payload: Option<Vec<u8>> = row.get(4);
     let key: Option<Vec<u8>> = row.get(3);
     DeadLetterRow {
@@ -193,12 +246,19 @@ fn dead_letter(row: &tokio_postgres::Row) -> DeadLetterRow {
         reason: row.get(6),
         message: row.get(7),
         at: row.get(8),
+        state: row.get(9),
+        replayed_at: row.get(10),
+        replayed_by: row.get(11),
+        replay_message: row.get(12),
     }
 }
 
 const DEAD_LETTER_COUNT: &str = "SELECT count(*) FROM (SELECT 1 FROM dead_letters \
      WHERE ($1::int IS NULL OR kafka_partition = $1) AND ($2::text IS NULL OR reason = $2) \
-     LIMIT $3) AS capped";
+       AND ($3::text IS NULL OR state = $3) \
+       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
+       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
+     LIMIT $6) AS capped";
 
 /// How many dead letters match `filter`, counted up to [`DEAD_LETTER_COUNT_CAP`] + 1 (more
 /// than the cap means "more than that").
@@ -208,12 +268,16 @@ pub async fn count_dead_letters(
 ) -> Result<i64, PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(DEAD_LETTER_COUNT).await?;
+    let state = filter.state.map(LetterState::as_str);
     Ok(client
         .query_one(
             &statement,
             &[
                 &filter.partition,
                 &filter.reason,
+                &state,
+                &filter.since,
+                &filter.until,
                 &(DEAD_LETTER_COUNT_CAP + 1),
             ],
         )
@@ -260,33 +324,54 @@ pub async fn ticket_history(pool: &Pool, ticket_id: &str) -> Result<Vec<HistoryR
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditRow {
     pub at: DateTime<Utc>,
-    pub partition: i32,
+    /// `None` for an action over many partitions.
+    pub partition: Option<i32>,
+    /// The record the action was about, if one.
+    pub offset: Option<i64>,
     pub action: String,
     pub actor: String,
     pub result: String,
+    /// The operator's comment, or what the action found.
+    pub detail: Option<String>,
 }
 
-const RECORD_ACTION: &str =
-    "INSERT INTO admin_actions (kafka_partition, action, actor, result) VALUES ($1, $2, $3, $4)";
+/// An operator action for the audit trail.
+#[derive(Debug, Clone, Copy)]
+pub struct Action<'a> {
+    pub partition: Option<i32>,
+    pub offset: Option<i64>,
+    pub action: &'a str,
+    pub actor: &'a str,
+    pub result: &'a str,
+    pub detail: Option<&'a str>,
+}
+
+const RECORD_ACTION: &str = "INSERT INTO admin_actions \
+     (kafka_partition, kafka_offset, action, actor, result, detail) \
+     VALUES ($1, $2, $3, $4, $5, $6)";
 
 /// Appends an operator action to the audit trail.
-pub async fn record_action(
-    pool: &Pool,
-    partition: i32,
-    action: &str,
-    actor: &str,
-    result: &str,
-) -> Result<(), PgInboxError> {
+pub async fn record_action(pool: &Pool, action: &Action<'_>) -> Result<(), PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(RECORD_ACTION).await?;
     client
-        .execute(&statement, &[&partition, &action, &actor, &result])
+        .execute(
+            &statement,
+            &[
+                &action.partition,
+                &action.offset,
+                &action.action,
+                &action.actor,
+                &action.result,
+                &action.detail,
+            ],
+        )
         .await?;
     Ok(())
 }
 
-const RECENT_ACTIONS: &str = "SELECT acted_at, kafka_partition, action, actor, result \
-     FROM admin_actions WHERE ($1::int IS NULL OR kafka_partition = $1) \
+const RECENT_ACTIONS: &str = "SELECT acted_at, kafka_partition, kafka_offset, action, actor, \
+     result, detail FROM admin_actions WHERE ($1::int IS NULL OR kafka_partition = $1) \
      ORDER BY acted_at DESC, id DESC LIMIT $2";
 
 /// The latest operator actions, for one partition or all.
@@ -304,9 +389,11 @@ pub async fn recent_actions(
         .map(|row| AuditRow {
             at: row.get(0),
             partition: row.get(1),
-            action: row.get(2),
-            actor: row.get(3),
-            result: row.get(4),
+            offset: row.get(2),
+            action: row.get(3),
+            actor: row.get(4),
+            result: row.get(5),
+            detail: row.get(6),
         })
         .collect())
 }

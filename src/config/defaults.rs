@@ -14,6 +14,7 @@ pub const COMMIT_INTERVAL: &str = "1s";
 pub const DRAIN_TIMEOUT: &str = "5s";
 pub const DB_POOL_SIZE: usize = 16;
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+pub const MAX_CONSECUTIVE_REJECTIONS: u32 = 10;
 pub const PARTITION_QUEUE: usize = 1024;
 pub const PARTITION_FETCH_KB: usize = 512;
 pub const WORK_TIMEOUT: &str = "30s";

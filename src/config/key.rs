@@ -35,6 +35,10 @@ pub const COMMIT_INTERVAL: Key = Key::new("commit-interval", "HISTORY_COMMIT_INT
 pub const DRAIN_TIMEOUT: Key = Key::new("drain-timeout", "HISTORY_DRAIN_TIMEOUT");
 pub const DB_POOL_SIZE: Key = Key::new("db-pool-size", "HISTORY_DB_POOL_SIZE");
 pub const MAX_PAYLOAD_BYTES: Key = Key::new("max-payload-bytes", "HISTORY_MAX_PAYLOAD_BYTES");
+pub const MAX_CONSECUTIVE_REJECTIONS: Key = Key::new(
+    "max-consecutive-rejections",
+    "HISTORY_MAX_CONSECUTIVE_REJECTIONS",
+);
 pub const PARTITION_QUEUE: Key = Key::new("partition-queue", "HISTORY_PARTITION_QUEUE");
 pub const PARTITION_FETCH_KB: Key = Key::new("partition-fetch-kb", "HISTORY_PARTITION_FETCH_KB");
 pub const WORK_TIMEOUT: Key = Key::new("work-timeout", "HISTORY_WORK_TIMEOUT");

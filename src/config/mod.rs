@@ -99,6 +99,12 @@ pub struct TuningArgs {
     #[arg(long = key::MAX_PAYLOAD_BYTES.long, env = key::MAX_PAYLOAD_BYTES.env,
           default_value_t = defaults::MAX_PAYLOAD_BYTES)]
     pub max_payload_bytes: usize,
+    /// Records of a partition rejected by the database in a row that are dead-lettered
+    /// (`rejected_by_database`); one more stops dead-lettering: the partition holds them as
+    /// Unknown and is stuck until a record is stored again. 0: never dead-letter a rejection.
+    #[arg(long = key::MAX_CONSECUTIVE_REJECTIONS.long, env = key::MAX_CONSECUTIVE_REJECTIONS.env,
+          default_value_t = defaults::MAX_CONSECUTIVE_REJECTIONS)]
+    pub max_consecutive_rejections: u32,
     /// Records a partition actor holds or has asked for (its window), and the records
     /// librdkafka prefetches for each partition beyond that (`queued.min.messages`).
     #[arg(long = key::PARTITION_QUEUE.long, env = key::PARTITION_QUEUE.env,
@@ -227,6 +233,8 @@ pub struct RuntimeSettings {
     pub drain_timeout: Duration,
     pub db_pool_size: usize,
     pub max_payload_bytes: usize,
+    /// Records rejected by the database in a row that may be dead-lettered.
+    pub max_consecutive_rejections: u32,
     pub partition_queue: usize,
     /// KiB librdkafka prefetches per partition (see `--partition-fetch-kb`).
     pub partition_fetch_kb: usize,
@@ -250,6 +258,7 @@ impl Default for RuntimeSettings {
             drain_timeout: duration(defaults::DRAIN_TIMEOUT),
             db_pool_size: defaults::DB_POOL_SIZE,
             max_payload_bytes: defaults::MAX_PAYLOAD_BYTES,
+            max_consecutive_rejections: defaults::MAX_CONSECUTIVE_REJECTIONS,
             partition_queue: defaults::PARTITION_QUEUE,
             partition_fetch_kb: defaults::PARTITION_FETCH_KB,
             work_timeout: duration(defaults::WORK_TIMEOUT),
@@ -272,6 +281,7 @@ impl RuntimeSettings {
             drain_timeout: tuning.drain_timeout,
             db_pool_size: tuning.db_pool_size,
             max_payload_bytes: tuning.max_payload_bytes,
+            max_consecutive_rejections: tuning.max_consecutive_rejections,
             partition_queue: tuning.partition_queue,
             partition_fetch_kb: tuning.partition_fetch_kb,
             work_timeout: tuning.work_timeout,
@@ -444,6 +454,9 @@ mod tests {
         assert!(settings.admin.token.is_none());
         assert!(!settings.admin.read_auth);
         assert!(!settings.admin.secure_cookie);
+        assert_eq!(settings.runtime.max_consecutive_rejections, 10);
+        let none = run_args(&["--max-consecutive-rejections", "0"]).unwrap();
+        assert_eq!(none.runtime.max_consecutive_rejections, 0);
     }
 
     #[test]

@@ -7,8 +7,18 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The longest accepted `event_id`, in characters.
+/// The longest accepted `event_id`, in characters (at most 800 bytes in UTF-8: the primary keys
+/// of `inbox` and `history_events` hold it with room to spare).
 pub const MAX_EVENT_ID_CHARS: usize = 200;
+
+/// The longest accepted `ticket_id`, in characters. At most 800 bytes in UTF-8, so an entry of
+/// `history_events_ticket_idx` (`ticket_id`, `changed_at`) stays far below PostgreSQL's btree
+/// limit of 2704 bytes whatever the characters (random text does not compress).
+pub const MAX_TICKET_ID_CHARS: usize = 200;
+
+/// The longest accepted `from_status` and `to_status`, in characters: no index holds them, the
+/// bound keeps a status a status (a workflow state's name, not a document).
+pub const MAX_STATUS_CHARS: usize = 64;
 
 /// One logical ticket status transition. Only `event_id` identifies it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -20,7 +30,8 @@ pub struct TicketEvent {
     pub changed_at: DateTime<Utc>,
 }
 
-/// Why a record's bytes are not a valid event. Each is permanent: retrying cannot help.
+/// Why a record is a dead letter: its bytes are not a valid event, the database refused to
+/// store it, or an operator set it aside. Each is permanent: retrying as is cannot help.
 #[derive(
     Debug,
     Clone,
@@ -55,8 +66,16 @@ pub enum RejectReason {
     InvalidText,
     /// `event_id` is longer than [`MAX_EVENT_ID_CHARS`].
     OversizedId,
+    /// `ticket_id` is longer than [`MAX_TICKET_ID_CHARS`], or a status longer than
+    /// [`MAX_STATUS_CHARS`]: more than the schema and its indexes are meant to hold.
+    OversizedField,
     /// `changed_at` is not an RFC 3339 timestamp.
     BadTimestamp,
+    /// A valid event that the database refused for good (a constraint, a trigger, a limit:
+    /// see `inbox::sqlstate`), on its own, after the batch it came in was isolated.
+    RejectedByDatabase,
+    /// An operator dead-lettered the record from its partition's Unknown backlog.
+    SkippedByOperator,
 }
 
 impl RejectReason {
@@ -83,7 +102,7 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    fn new(reason: RejectReason, message: impl Into<String>) -> Self {
+    pub fn new(reason: RejectReason, message: impl Into<String>) -> Self {
         Rejection {
             reason,
             message: message.into(),
@@ -115,16 +134,33 @@ impl TicketEvent {
             serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?;
 
         let event_id = required_text("event_id", wire.event_id)?;
-        let id_chars = event_id.chars().count();
-        if id_chars > MAX_EVENT_ID_CHARS {
-            return Err(Rejection::new(
-                RejectReason::OversizedId,
-                format!("event_id has {id_chars} characters, the limit is {MAX_EVENT_ID_CHARS}"),
-            ));
-        }
+        bounded(
+            "event_id",
+            &event_id,
+            MAX_EVENT_ID_CHARS,
+            RejectReason::OversizedId,
+        )?;
         let ticket_id = required_text("ticket_id", wire.ticket_id)?;
+        bounded(
+            "ticket_id",
+            &ticket_id,
+            MAX_TICKET_ID_CHARS,
+            RejectReason::OversizedField,
+        )?;
         let from_status = required_text("from_status", wire.from_status)?;
+        bounded(
+            "from_status",
+            &from_status,
+            MAX_STATUS_CHARS,
+            RejectReason::OversizedField,
+        )?;
         let to_status = required_text("to_status", wire.to_status)?;
+        bounded(
+            "to_status",
+            &to_status,
+            MAX_STATUS_CHARS,
+            RejectReason::OversizedField,
+        )?;
         let changed_at_text = required_text("changed_at", wire.changed_at)?;
         let changed_at = DateTime::parse_from_rfc3339(&changed_at_text)
             .map_err(|e| {
@@ -200,6 +236,27 @@ fn required_text(field: &'static str, value: Option<Value>) -> Result<String, Re
             format!("{field} must be a string, found {}", json_kind(&other)),
         )),
     }
+}
+
+/// Refuses `text` when it has more than `max_chars` characters.
+fn bounded(
+    field: &'static str,
+    text: &str,
+    max_chars: usize,
+    reason: RejectReason,
+) -> Result<(), Rejection> {
+    // Counting stops one past the bound: a megabyte of text costs no more than the bound.
+    let chars = text.chars().take(max_chars + 1).count();
+    if chars > max_chars {
+        return Err(Rejection::new(
+            reason,
+            format!(
+                "{field} has {} characters, the limit is {max_chars}",
+                text.chars().count()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn json_kind(value: &Value) -> &'static str {
@@ -316,6 +373,43 @@ mod tests {
     }
 
     #[test]
+    fn each_text_field_is_accepted_at_its_bound_and_rejected_one_character_over() {
+        let fields = [
+            ("\"ticket-42\"", MAX_TICKET_ID_CHARS),
+            ("\"open\"", MAX_STATUS_CHARS),
+            ("\"resolved\"", MAX_STATUS_CHARS),
+        ];
+        for (value, bound) in fields {
+            // Four bytes a character: the worst case for the database's byte limits.
+            let at_bound = STORY_900.replace(value, &format!("\"{}\"", "😀".repeat(bound)));
+            assert!(
+                TicketEvent::parse(at_bound.as_bytes(), LIMIT).is_ok(),
+                "{value} at {bound} characters"
+            );
+            let over = STORY_900.replace(value, &format!("\"{}\"", "😀".repeat(bound + 1)));
+            let rejection = TicketEvent::parse(over.as_bytes(), LIMIT).unwrap_err();
+            assert_eq!(rejection.reason, RejectReason::OversizedField, "{value}");
+            assert!(
+                rejection
+                    .message
+                    .contains(&format!("{} characters, the limit is {bound}", bound + 1)),
+                "{}",
+                rejection.message
+            );
+        }
+    }
+
+    #[test]
+    fn the_ticket_id_of_the_incident_is_dead_lettered_at_parse_time() {
+        // A few thousand random characters froze partition 0: PostgreSQL refused the index entry.
+        let ticket: String = (0..3000u32)
+            .map(|i| char::from_u32(0x4e00 + (i * 7919) % 20000).unwrap())
+            .collect();
+        let payload = STORY_900.replace("ticket-42", &ticket);
+        assert_eq!(reason_of(&payload), RejectReason::OversizedField);
+    }
+
+    #[test]
     fn a_payload_over_the_limit_is_rejected_before_parsing() {
         let rejection = TicketEvent::parse(STORY_900.as_bytes(), 10).unwrap_err();
         assert_eq!(rejection.reason, RejectReason::PayloadTooLarge);
@@ -374,9 +468,9 @@ mod tests {
     prop_compose! {
         fn valid_event()(
             event_id in "[^\u{0}]{1,200}",
-            ticket_id in "[a-z0-9-]{1,40}",
-            from_status in "[a-z]{1,12}",
-            to_status in "[a-z]{1,12}",
+            ticket_id in "[^\u{0}]{1,200}",
+            from_status in "[^\u{0}]{1,64}",
+            to_status in "[^\u{0}]{1,64}",
             seconds in 0i64..4_000_000_000,
         ) -> TicketEvent {
             TicketEvent {
@@ -403,7 +497,8 @@ mod tests {
 
         #[test]
         fn a_valid_event_survives_encoding_and_parsing(event in valid_event()) {
-            prop_assume!(!event.event_id.trim().is_empty());
+            let texts = [&event.event_id, &event.ticket_id, &event.from_status, &event.to_status];
+            prop_assume!(texts.iter().all(|t| !t.trim().is_empty()));
             let parsed = TicketEvent::parse(event.to_json().as_bytes(), LIMIT);
             prop_assert_eq!(parsed, Ok(event));
         }

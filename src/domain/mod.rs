@@ -9,9 +9,11 @@ pub mod outcome;
 pub mod record;
 pub mod story;
 
-pub use dead_letter::DeadLetter;
+pub use dead_letter::{DeadLetter, LetterState};
 pub use duplicate::DuplicateCause;
-pub use event::{MAX_EVENT_ID_CHARS, RejectReason, Rejection, TicketEvent};
+pub use event::{
+    MAX_EVENT_ID_CHARS, MAX_STATUS_CHARS, MAX_TICKET_ID_CHARS, RejectReason, Rejection, TicketEvent,
+};
 pub use offsets::ObservedOffsets;
-pub use outcome::Outcome;
+pub use outcome::{Outcome, UnknownCause};
 pub use record::FetchedRecord;

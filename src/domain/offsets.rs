@@ -1,5 +1,6 @@
 //! What the broker says about a partition's offsets.
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 /// One partition's offsets from librdkafka statistics (`-1` when unknown).
@@ -12,4 +13,6 @@ pub struct ObservedOffsets {
     pub last_stable: i64,
     /// The committed offset as the broker knows it.
     pub committed: i64,
+    /// When librdkafka reported them (its statistics come once a second).
+    pub observed_at: DateTime<Utc>,
 }

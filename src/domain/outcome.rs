@@ -47,6 +47,30 @@ impl Outcome {
     }
 }
 
+/// Why a record's outcome is `Unknown`: how it is retried, and which remedy applies.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, strum::IntoStaticStr, strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum UnknownCause {
+    /// The database could not be reached, the connection broke, or the work timed out: the
+    /// records are not the cause, and they are retried together once it answers.
+    Unavailable,
+    /// The database refused the work with an error that may pass, or that a batch's other
+    /// records may have caused (a lock, a missing table, a failed COMMIT): retried alone.
+    Refused,
+    /// The database rejected this record for good, and the guard against mass dead-lettering
+    /// kept it here instead of in `dead_letters`: too many records in a row were rejected.
+    Rejected,
+}
+
+impl UnknownCause {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

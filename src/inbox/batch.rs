@@ -23,6 +23,7 @@ use super::session::Session;
 
 use super::contract::Origin;
 use super::postgres::PgInboxError;
+use super::sqlstate::Step;
 use crate::domain::DeadLetter;
 use crate::domain::{Outcome, TicketEvent};
 
@@ -158,10 +159,12 @@ async fn write(
         let ids: Vec<&str> = events.iter().map(|(e, _)| e.event_id.as_str()).collect();
         let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
         let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
-        let statement = client.prepare_cached(TRY_INBOX).await?;
+        let failed = PgInboxError::at(Step::InsertMarker);
+        let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
         for row in client
             .query(&statement, &[&ids, &partitions, &offsets])
-            .await?
+            .await
+            .map_err(PgInboxError::at(Step::InsertMarker))?
         {
             if let Some(i) = position(events, row.get::<_, &str>(0)) {
                 inserted[i] = true;
@@ -181,10 +184,12 @@ async fn write(
         let from: Vec<&str> = fresh.iter().map(|e| e.from_status.as_str()).collect();
         let to: Vec<&str> = fresh.iter().map(|e| e.to_status.as_str()).collect();
         let changed_at: Vec<DateTime<Utc>> = fresh.iter().map(|e| e.changed_at).collect();
-        let statement = client.prepare_cached(SAVE_HISTORY).await?;
+        let failed = PgInboxError::at(Step::InsertHistory);
+        let statement = client.prepare_cached(SAVE_HISTORY).await.map_err(failed)?;
         client
             .execute(&statement, &[&ids, &tickets, &from, &to, &changed_at])
-            .await?;
+            .await
+            .map_err(PgInboxError::at(Step::InsertHistory))?;
     }
 
     if !letters.is_empty() {
@@ -201,7 +206,11 @@ async fn write(
             .iter()
             .map(|l| l.rejection.message.as_str())
             .collect();
-        let statement = client.prepare_cached(STORE_DEAD_LETTERS).await?;
+        let failed = PgInboxError::at(Step::InsertDeadLetter);
+        let statement = client
+            .prepare_cached(STORE_DEAD_LETTERS)
+            .await
+            .map_err(failed)?;
         client
             .execute(
                 &statement,
@@ -215,7 +224,8 @@ async fn write(
                     &messages,
                 ],
             )
-            .await?;
+            .await
+            .map_err(PgInboxError::at(Step::InsertDeadLetter))?;
     }
     Ok(inserted)
 }

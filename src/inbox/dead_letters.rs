@@ -4,6 +4,7 @@
 use deadpool_postgres::Pool;
 
 use super::PgInboxError;
+use super::sqlstate::Step;
 use crate::domain::DeadLetter;
 
 const STORE: &str = "INSERT INTO dead_letters \
@@ -14,7 +15,8 @@ const STORE: &str = "INSERT INTO dead_letters \
 /// Stores a dead letter; storing the same position twice is a no-op.
 pub async fn store(pool: &Pool, letter: &DeadLetter) -> Result<(), PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
-    let statement = client.prepare_cached(STORE).await?;
+    let failed = PgInboxError::at(Step::InsertDeadLetter);
+    let statement = client.prepare_cached(STORE).await.map_err(failed)?;
     client
         .execute(
             &statement,
@@ -28,6 +30,7 @@ pub async fn store(pool: &Pool, letter: &DeadLetter) -> Result<(), PgInboxError>
                 &letter.rejection.message,
             ],
         )
-        .await?;
+        .await
+        .map_err(PgInboxError::at(Step::InsertDeadLetter))?;
     Ok(())
 }

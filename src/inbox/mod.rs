@@ -7,9 +7,12 @@ pub mod dead_letters;
 pub mod duplicates;
 pub mod migrate;
 pub mod postgres;
+pub mod replay;
 pub mod session;
+pub mod sqlstate;
 
 pub use contract::{InboxRepository, Origin, Processed, process_history_once};
 pub use migrate::{MigrateError, migrate, migrate_pool};
 pub use postgres::{PgInbox, PgInboxError};
 pub use session::Session;
+pub use sqlstate::{ErrorClass, Step};

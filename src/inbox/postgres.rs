@@ -8,6 +8,7 @@ use deadpool_postgres::{Pool, PoolError};
 
 use super::contract::{InboxRepository, Origin};
 use super::session::Session;
+use super::sqlstate::{ErrorClass, Step, classify};
 use crate::domain::TicketEvent;
 
 /// SPEC §3 step 1, plus where the marker was first seen (migration V2).
@@ -26,6 +27,15 @@ const SAVE_HISTORY: &str = "INSERT INTO history_events \
 pub enum PgInboxError {
     #[error("no database connection")]
     Pool(#[source] PoolError),
+    /// A statement of the inbox transaction (or its batched form) failed; `step` says which,
+    /// so that an INSERT's rejection of a row is told apart from a failed COMMIT.
+    #[error("{step} failed")]
+    Statement {
+        step: Step,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// A statement outside the inbox transaction (admin pages, classifying duplicates).
     #[error(transparent)]
     Db(tokio_postgres::Error),
     #[error("inbox transaction misuse: {0}")]
@@ -33,35 +43,63 @@ pub enum PgInboxError {
 }
 
 impl PgInboxError {
+    /// Tags a statement's error with the step that ran it, for `map_err`.
+    pub fn at(step: Step) -> impl FnOnce(tokio_postgres::Error) -> PgInboxError {
+        move |source| PgInboxError::Statement { step, source }
+    }
+
+    /// The step that failed, for a statement of the inbox transaction.
+    pub fn step(&self) -> Option<Step> {
+        match self {
+            PgInboxError::Statement { step, .. } => Some(*step),
+            _ => None,
+        }
+    }
+
+    /// The server's SQLSTATE, when it answered with an error.
+    pub fn sqlstate(&self) -> Option<&str> {
+        self.database_error()
+            .and_then(|e| e.code())
+            .map(|c| c.code())
+    }
+
+    fn database_error(&self) -> Option<&tokio_postgres::Error> {
+        match self {
+            PgInboxError::Statement { source, .. } | PgInboxError::Db(source) => Some(source),
+            PgInboxError::Pool(_) | PgInboxError::Misuse(_) => None,
+        }
+    }
+
+    /// What the error says about the rows of the work (see [`super::sqlstate`]).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            PgInboxError::Pool(_) => ErrorClass::Unavailable,
+            PgInboxError::Misuse(_) => ErrorClass::Transient,
+            PgInboxError::Statement { source, .. } | PgInboxError::Db(source) => {
+                if source.is_closed() {
+                    return ErrorClass::Unavailable;
+                }
+                let db = source.as_db_error();
+                classify(
+                    self.step(),
+                    source.code().map(|c| c.code()),
+                    db.and_then(|d| d.constraint()),
+                )
+            }
+        }
+    }
+
     /// Whether the failure says nothing about the records: the database could not be reached,
     /// the connection broke, or the server is going away. The same work may well succeed as it
     /// is later; any other failure may be caused by the records themselves.
     pub fn is_unavailable(&self) -> bool {
-        match self {
-            PgInboxError::Pool(_) => true,
-            PgInboxError::Db(error) => is_unavailable(error),
-            PgInboxError::Misuse(_) => false,
-        }
+        self.class() == ErrorClass::Unavailable
     }
-}
 
-/// SQLSTATEs of a server that cannot serve anyone right now.
-const UNAVAILABLE_STATES: [&str; 4] = [
-    "57P01", // admin_shutdown
-    "57P02", // crash_shutdown
-    "57P03", // cannot_connect_now
-    "53300", // too_many_connections
-];
-
-fn is_unavailable(error: &tokio_postgres::Error) -> bool {
-    if error.is_closed() {
-        return true;
-    }
-    match error.code() {
-        // Class 08: connection exception.
-        Some(state) => state.code().starts_with("08") || UNAVAILABLE_STATES.contains(&state.code()),
-        // No SQLSTATE: the connection failed (I/O, protocol), not a statement.
-        None => true,
+    /// Whether an event's INSERT said that this row can never be stored (its transaction then
+    /// never commits: the event is known not to be stored).
+    pub fn rejects_the_row(&self) -> bool {
+        self.class() == ErrorClass::RowRejected
     }
 }
 
@@ -103,16 +141,22 @@ impl InboxRepository for PgInbox {
 
     async fn try_inbox(&mut self, event_id: &str, origin: Origin) -> Result<bool, PgInboxError> {
         let connection = self.connection()?;
-        let statement = connection.prepare_cached(TRY_INBOX).await?;
+        let failed = PgInboxError::at(Step::InsertMarker);
+        let statement = connection.prepare_cached(TRY_INBOX).await.map_err(failed)?;
         let row = connection
             .query_opt(&statement, &[&event_id, &origin.partition, &origin.offset])
-            .await?;
+            .await
+            .map_err(PgInboxError::at(Step::InsertMarker))?;
         Ok(row.is_some())
     }
 
     async fn save_history(&mut self, event: &TicketEvent) -> Result<(), PgInboxError> {
         let connection = self.connection()?;
-        let statement = connection.prepare_cached(SAVE_HISTORY).await?;
+        let failed = PgInboxError::at(Step::InsertHistory);
+        let statement = connection
+            .prepare_cached(SAVE_HISTORY)
+            .await
+            .map_err(failed)?;
         connection
             .execute(
                 &statement,
@@ -124,7 +168,8 @@ impl InboxRepository for PgInbox {
                     &event.changed_at,
                 ],
             )
-            .await?;
+            .await
+            .map_err(PgInboxError::at(Step::InsertHistory))?;
         Ok(())
     }
 

@@ -10,6 +10,7 @@
 use deadpool_postgres::{Object, Pool};
 
 use super::postgres::PgInboxError;
+use super::sqlstate::Step;
 
 /// A connection that may be inside a transaction.
 pub struct Session(Option<Object>);
@@ -20,7 +21,11 @@ impl Session {
         let connection = pool.get().await.map_err(PgInboxError::Pool)?;
         // Guard first, BEGIN second: cancelled between the two, the session is detached.
         let session = Session(Some(connection));
-        session.client().batch_execute("BEGIN").await?;
+        session
+            .client()
+            .batch_execute("BEGIN")
+            .await
+            .map_err(PgInboxError::at(Step::Begin))?;
         Ok(session)
     }
 
@@ -34,14 +39,20 @@ impl Session {
     /// Commits. On success the connection returns to the pool; on error the transaction may
     /// still be open and the session stays with the caller (for its rollback, or its drop).
     pub async fn commit(&mut self) -> Result<(), PgInboxError> {
-        self.client().batch_execute("COMMIT").await?;
+        self.client()
+            .batch_execute("COMMIT")
+            .await
+            .map_err(PgInboxError::at(Step::Commit))?;
         self.0 = None;
         Ok(())
     }
 
     /// Rolls back. On success the connection returns to the pool; on error it is detached.
     pub async fn rollback(mut self) -> Result<(), PgInboxError> {
-        self.client().batch_execute("ROLLBACK").await?;
+        self.client()
+            .batch_execute("ROLLBACK")
+            .await
+            .map_err(PgInboxError::at(Step::Rollback))?;
         self.0 = None;
         Ok(())
     }

@@ -87,6 +87,7 @@ impl ClientContext for KafkaContext {
         let Some(topic) = statistics.topics.get(&self.topic) else {
             return;
         };
+        let observed_at = chrono::Utc::now();
         let partitions = topic
             .partitions
             .values()
@@ -96,6 +97,7 @@ impl ClientContext for KafkaContext {
                 high_watermark: p.hi_offset,
                 last_stable: p.ls_offset,
                 committed: p.committed_offset,
+                observed_at,
             })
             .collect::<Vec<_>>();
         if !partitions.is_empty() {

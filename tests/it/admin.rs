@@ -26,7 +26,7 @@ fn encode(segment: &str) -> String {
 }
 
 /// Signs in through the login form; the session cookie and the page's CSRF token.
-async fn sign_in(addr: &str, partition: i32) -> (String, String) {
+pub async fn sign_in(addr: &str, partition: i32) -> (String, String) {
     let response = post_form(addr, "/login", None, &format!("token={TOKEN}&next=%2F")).await;
     assert_eq!(response.status, 303, "{}", response.body);
     let set_cookie = response

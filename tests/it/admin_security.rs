@@ -347,6 +347,38 @@ async fn every_route_sends_the_security_headers() {
         )
         .await,
         request(&addr, "POST", "/api/partitions/0/actions/pause", &[], "").await,
+        // The remedies for poison records, refused and carried out.
+        post_form(
+            &addr,
+            "/partitions/0/backlog/0/dead-letter",
+            Some(&cookie),
+            "csrf=x&comment=why",
+        )
+        .await,
+        request(
+            &addr,
+            "POST",
+            "/api/partitions/0/backlog/5/dead-letter",
+            &[("Authorization", &bearer)],
+            r#"{"comment": "why"}"#,
+        )
+        .await,
+        request(&addr, "POST", "/api/dead-letters/0/0/replay", &[], "").await,
+        request(
+            &addr,
+            "POST",
+            "/api/dead-letters/replay",
+            &[("Authorization", &bearer)],
+            "",
+        )
+        .await,
+        post_form(
+            &addr,
+            "/dead-letters/replay",
+            Some(&cookie),
+            &format!("csrf={csrf}"),
+        )
+        .await,
         post_form(&addr, "/logout", Some(&cookie), &format!("csrf={csrf}")).await,
     ];
     for response in &posts {

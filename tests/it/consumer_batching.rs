@@ -12,14 +12,15 @@ use crate::support::kafka::{TestKafka, numbered_event};
 #[actix_web::test]
 async fn a_failing_batch_is_isolated_record_by_record_so_one_bad_row_blocks_only_itself() {
     let db = test_database().await;
-    // The database refuses one event id: any transaction holding it fails.
+    // The database refuses one event id with an error that may pass (not a rejection for good,
+    // which would dead-letter it: see poison.rs): any transaction holding it fails.
     db.pool
         .get()
         .await
         .unwrap()
         .batch_execute(
             "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN IF NEW.event_id = 'event-25' THEN RAISE EXCEPTION 'poison row %', NEW.event_id; END IF; \
+             BEGIN IF NEW.event_id = 'event-25' THEN RAISE EXCEPTION 'poison row %', NEW.event_id USING ERRCODE = 'lock_not_available'; END IF; \
              RETURN NEW; END $$; \
              CREATE TRIGGER refuse_poison BEFORE INSERT ON history_events \
              FOR EACH ROW EXECUTE FUNCTION refuse_poison();",

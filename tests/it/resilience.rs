@@ -12,16 +12,26 @@ use crate::support::helpers::{test_database, unique_name, wait_for};
 use crate::support::kafka::{Broker, TestKafka, Transaction, numbered_event};
 
 #[actix_web::test]
-async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_on_the_mock() {
-    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(Broker::Mock).await;
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing_on_the_mock()
+ {
+    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing(
+        Broker::Mock,
+    )
+    .await;
 }
 
 #[actix_web::test]
-async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_on_tansu() {
-    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(Broker::Tansu).await;
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing_on_tansu()
+ {
+    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing(
+        Broker::Tansu,
+    )
+    .await;
 }
 
-async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(broker: Broker) {
+async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing(
+    broker: Broker,
+) {
     // A cluster of its own: this test stops it.
     let (mut cluster, url) = own_database("outage").await;
     let kafka = TestKafka::start_on(broker, 1).await;
@@ -67,6 +77,14 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(broke
             .all(|e| e.attempts >= 1 && !e.last_error.is_empty())
     );
     assert!(
+        actor
+            .backlog
+            .iter()
+            .all(|e| e.cause == history_consumer::domain::UnknownCause::Unavailable),
+        "{:?}",
+        actor.backlog.iter().map(|e| e.cause).collect::<Vec<_>>()
+    );
+    assert!(
         actor.in_flight <= 8,
         "at most the queue is held: {}",
         actor.in_flight
@@ -100,9 +118,20 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals(broke
         .unwrap()
         .get(0);
     assert_eq!(rows, 250);
+    let letters: i64 = pool
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT count(*) FROM dead_letters", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(letters, 0, "an outage says nothing about the records");
     let healed = app.partition(0).await.unwrap().actor.unwrap();
     assert!(healed.backlog.is_empty());
     assert_eq!(healed.state, PartitionState::Running);
+    assert_eq!(healed.counts.dead_lettered, 0);
+    assert_eq!(healed.guard.consecutive, 0);
     app.shutdown().await;
 }
 

@@ -9,6 +9,7 @@
 //! librdkafka queue fills and fetching stops, and memory stays bounded while the database is
 //! down.
 
+pub mod guard;
 pub mod schedule;
 
 use std::collections::VecDeque;
@@ -22,14 +23,17 @@ use tokio::sync::oneshot;
 
 use super::checkpoint::Checkpoint;
 use super::messages::{
-    ApplyAction, Assignment, BacklogResolved, Drain, Fetched, GetPartitionStatus, KafkaLink,
-    KafkaRequest, OutcomeReported, PartitionAction, SkipReported,
+    ApplyAction, Assignment, BacklogResolved, DeadLetterRecord, Drain, Fetched, GetPartitionStatus,
+    KafkaLink, KafkaRequest, OutcomeReported, PartitionAction, SkipRefused, SkipReported,
 };
-use super::status::{BacklogEntry, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome};
+use super::status::{
+    BacklogEntry, GuardStatus, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome,
+};
 use crate::backoff::Backoff;
-use crate::domain::{DuplicateCause, Outcome};
+use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCause};
 use crate::metrics::Metrics;
-use crate::work::{Executed, Work, execute_batch};
+use crate::work::{Executed, Policy, Work, execute_batch};
+use guard::{Change, Guard};
 use schedule::{Failure, Limits, Next, Phase, Schedule};
 
 const RECENT_OUTCOMES: usize = 50;
@@ -46,6 +50,8 @@ pub struct PartitionDeps {
     pub max_payload_bytes: usize,
     /// The longest one unit of database work may take before it counts as Unknown.
     pub work_timeout: Duration,
+    /// Records rejected by the database in a row that may be dead-lettered (see [`guard`]).
+    pub max_consecutive_rejections: u32,
 }
 
 /// The actor of one assignment of a partition.
@@ -53,6 +59,7 @@ pub struct PartitionActor {
     assignment: Assignment,
     deps: Arc<PartitionDeps>,
     schedule: Schedule<Work>,
+    guard: Guard,
     timer: Option<(Instant, SpawnHandle)>,
     drained: Vec<oneshot::Sender<()>>,
     counts: OutcomeCounts,
@@ -67,6 +74,7 @@ impl PartitionActor {
         PartitionActor {
             assignment,
             schedule: Schedule::new(deps.limits, deps.retry, paused),
+            guard: Guard::new(deps.max_consecutive_rejections),
             deps,
             timer: None,
             drained: Vec::new(),
@@ -143,12 +151,17 @@ impl PartitionActor {
             self.last_offset = Some(*offset);
             self.last_record_time = work.timestamp();
         }
-        let pool = self.deps.pool.clone();
-        let timeout = self.deps.work_timeout;
+        let deps = self.deps.clone();
+        let dead_letter_rejections = self.guard.may_dead_letter();
         ctx.spawn(
             async move {
+                let policy = Policy {
+                    topic: &deps.topic,
+                    timeout: deps.work_timeout,
+                    dead_letter_rejections,
+                };
                 let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
-                let executed = execute_batch(pool, &works, timeout).await;
+                let executed = execute_batch(&deps.pool, &works, &policy).await;
                 (batch, executed)
             }
             .into_actor(self)
@@ -214,20 +227,31 @@ impl PartitionActor {
         if let Some(cause) = executed.duplicate {
             *self.counts.duplicates.entry(cause).or_default() += 1;
         }
-        if let (Outcome::DeadLettered, Some(reason)) = (executed.outcome, work.rejection_reason()) {
+        if let (Outcome::DeadLettered, Some(reason)) = (executed.outcome, executed.reason) {
             *self
                 .counts
                 .dead_letters
                 .entry(reason.as_str().to_owned())
                 .or_default() += 1;
             self.deps.metrics.observe_dead_letter(partition, reason);
-            tracing::info!(
-                partition,
-                offset,
-                reason = reason.as_str(),
-                "record dead-lettered"
-            );
+            if reason == RejectReason::RejectedByDatabase {
+                tracing::warn!(
+                    partition,
+                    offset,
+                    event_id = work.event_id(),
+                    error = executed.error.as_deref().unwrap_or_default(),
+                    "record rejected by the database for good; dead-lettered"
+                );
+            } else {
+                tracing::info!(
+                    partition,
+                    offset,
+                    reason = reason.as_str(),
+                    "record dead-lettered"
+                );
+            }
         }
+        self.watch_rejections(offset, &executed);
         if remember {
             self.remember(offset, work.event_id().map(str::to_owned), &executed);
         }
@@ -251,9 +275,10 @@ impl PartitionActor {
             }
         } else {
             let error = executed.error.unwrap_or_default();
+            let cause = executed.cause.unwrap_or(UnknownCause::Refused);
             let failure = Failure {
                 error: error.clone(),
-                alone: !executed.unavailable,
+                cause,
             };
             let event_id = work.event_id().map(str::to_owned);
             let (attempt, delay) =
@@ -264,11 +289,83 @@ impl PartitionActor {
                 offset,
                 event_id,
                 attempt,
+                cause = cause.as_str(),
                 retry_in_ms = delay.as_millis() as u64,
                 error = %error,
                 "record outcome unknown; will retry"
             );
         }
+    }
+
+    /// Feeds the guard against mass dead-lettering; logs and publishes its changes.
+    fn watch_rejections(&mut self, offset: i64, executed: &Executed) {
+        let partition = self.partition();
+        let change = if executed.outcome == Outcome::Applied {
+            self.guard.stored()
+        } else if executed.rejected_by_database() {
+            self.guard.rejected(offset)
+        } else {
+            None
+        };
+        match change {
+            Some(Change::Engaged) => {
+                tracing::error!(
+                    partition,
+                    offset,
+                    consecutive = self.guard.consecutive(),
+                    limit = self.guard.limit(),
+                    "too many records in a row rejected by the database: dead-lettering \
+                     stopped, the partition holds them as Unknown until the database is fixed"
+                );
+                self.deps.metrics.set_dead_letter_guard(partition, true);
+            }
+            Some(Change::Released) => {
+                tracing::info!(
+                    partition,
+                    offset,
+                    "the database stores records again: dead-lettering of rejected records resumes"
+                );
+                self.deps.metrics.set_dead_letter_guard(partition, false);
+            }
+            None => {}
+        }
+    }
+
+    /// Replaces an Unknown record's work by its dead letter, run next (an operator's skip).
+    fn dead_letter_record(&mut self, request: DeadLetterRecord) -> Result<(), SkipRefused> {
+        let partition = self.partition();
+        let refused = SkipRefused::NotInBacklog {
+            partition,
+            offset: request.offset,
+        };
+        let entry = self
+            .schedule
+            .unresolved(request.offset)
+            .ok_or(refused.clone())?;
+        let last_error = entry
+            .last_error
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let message = format!(
+            "{} (dead-lettered by {} after {} attempts; last error: {last_error})",
+            request.comment, request.by, entry.attempts
+        );
+        let rejection = Rejection::new(RejectReason::SkippedByOperator, message);
+        let topic = self.deps.topic.clone();
+        if !self.schedule.replace(request.offset, |work| {
+            work.clone().into_dead_letter(&topic, rejection)
+        }) {
+            return Err(refused);
+        }
+        tracing::info!(
+            partition,
+            offset = request.offset,
+            by = %request.by,
+            "an operator dead-letters an Unknown record"
+        );
+        Ok(())
     }
 
     fn remember(&mut self, offset: i64, event_id: Option<String>, executed: &Executed) {
@@ -324,11 +421,18 @@ impl PartitionActor {
                     offset,
                     event_id: entry.work.event_id().map(str::to_owned),
                     attempts: entry.attempts,
+                    cause: entry.cause,
                     last_error: entry.last_error.clone(),
                     first_seen: at(entry.first_seen),
                     next_retry: at(entry.next_retry),
+                    dead_letter_requested: entry.replacement.is_some(),
                 })
                 .collect(),
+            guard: GuardStatus {
+                engaged: self.guard.engaged(),
+                consecutive: self.guard.consecutive(),
+                limit: self.guard.limit(),
+            },
             counts: self.counts.clone(),
             last_offset: self.last_offset,
             last_record_time: self.last_record_time,
@@ -347,6 +451,10 @@ impl Actor for PartitionActor {
             paused = self.schedule.is_paused(),
             "partition actor started"
         );
+        // The series exists from the start, so a rule or panel over it has data.
+        self.deps
+            .metrics
+            .set_dead_letter_guard(self.partition(), false);
         self.drive(ctx);
     }
 
@@ -433,5 +541,15 @@ impl Handler<ApplyAction> for PartitionActor {
             PartitionAction::Resume => self.schedule.set_paused(false),
         }
         self.drive(ctx);
+    }
+}
+
+impl Handler<DeadLetterRecord> for PartitionActor {
+    type Result = Result<(), SkipRefused>;
+
+    fn handle(&mut self, request: DeadLetterRecord, ctx: &mut Context<Self>) -> Self::Result {
+        self.dead_letter_record(request)?;
+        self.drive(ctx);
+        Ok(())
     }
 }

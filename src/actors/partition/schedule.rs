@@ -4,9 +4,10 @@
 //! Rules, in priority order when nothing is running:
 //! 1. a skip (offsets without records) at the head of the queue is reported at once: every
 //!    record before it has been reported already, since one unit of work runs at a time;
-//! 2. due retries of Unknown records run next, lowest offset first: together, as one batch,
-//!    when they failed because the database was unavailable (the records were not the cause);
-//!    alone when the database rejected them, so that one bad record cannot hold back another;
+//! 2. a record an operator asked to dead-letter runs next, alone, as its dead letter; then due
+//!    retries of Unknown records, lowest offset first: together, as one batch, when they failed
+//!    because the database was unavailable (the records were not the cause); alone when the
+//!    database refused them, so that one bad record cannot hold back another;
 //! 3. new records run as one batch of at most `batch_size`, and only while the backlog of
 //!    Unknown records has room and no operator paused the partition; a short batch waits up to
 //!    `linger` for more records while more are on their way;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
+use crate::domain::UnknownCause;
 
 /// The bounds of one partition's work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,14 +51,22 @@ enum Item<W> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unresolved<W> {
     pub work: W,
-    /// Retried alone: the database rejected it (it may be the cause), rather than being
-    /// unavailable.
-    pub alone: bool,
+    /// Why its last attempt was Unknown; all but `Unavailable` are retried alone.
+    pub cause: UnknownCause,
+    /// What an operator asked to run instead (its dead letter), next and alone.
+    pub replacement: Option<W>,
     pub attempts: u32,
     pub first_seen: Instant,
     pub next_retry: Instant,
     /// Shared by the records of the unit of work that failed with it.
     pub last_error: Arc<str>,
+}
+
+impl<W> Unresolved<W> {
+    /// Whether it is retried on its own (the record may be the cause).
+    fn alone(&self) -> bool {
+        self.cause != UnknownCause::Unavailable || self.replacement.is_some()
+    }
 }
 
 /// Why a record is Unknown.
@@ -65,8 +75,7 @@ pub struct Failure {
     /// One text for every record of a failed unit of work (a failed batch of 256 records
     /// holds it once, not 256 times).
     pub error: Arc<str>,
-    /// The database rejected the work (the record may be the cause): retry it alone.
-    pub alone: bool,
+    pub cause: UnknownCause,
 }
 
 /// What is running.
@@ -193,13 +202,24 @@ impl<W: Clone> Schedule<W> {
         if self.draining {
             return Next::Idle;
         }
+        let replaced = self
+            .backlog
+            .iter_mut()
+            .find(|(_, e)| e.replacement.is_some());
+        if let Some((&offset, entry)) = replaced {
+            // From now on its retries are of the replacement, at their backoff pace.
+            entry.work = entry.replacement.take().expect("found with a replacement");
+            entry.cause = UnknownCause::Refused;
+            self.running = Running::Retry(1);
+            return Next::Retry(vec![(offset, entry.work.clone())]);
+        }
         if let Some((&offset, first)) = self.backlog.iter().find(|(_, e)| e.next_retry <= now) {
-            let retries: Vec<(i64, W)> = if first.alone {
+            let retries: Vec<(i64, W)> = if first.alone() {
                 vec![(offset, first.work.clone())]
             } else {
                 self.backlog
                     .range(offset..)
-                    .filter(|(_, e)| e.next_retry <= now && !e.alone)
+                    .filter(|(_, e)| e.next_retry <= now && !e.alone())
                     .take(self.limits.batch_size)
                     .map(|(offset, e)| (*offset, e.work.clone()))
                     .collect()
@@ -256,8 +276,8 @@ impl<W: Clone> Schedule<W> {
     }
 
     /// The record at `offset` is Unknown (again): it waits in the backlog for its next retry,
-    /// `alone` when the database rejected it rather than being unavailable. Returns the
-    /// attempts so far and the delay before the next. `unit` in `[0, 1)` picks the jitter.
+    /// alone unless the database was unavailable. Returns the attempts so far and the delay
+    /// before the next. `unit` in `[0, 1)` picks the jitter.
     pub fn unknown(
         &mut self,
         offset: i64,
@@ -266,17 +286,18 @@ impl<W: Clone> Schedule<W> {
         now: Instant,
         unit: f64,
     ) -> (u32, Duration) {
-        let Failure { error, alone } = failure;
+        let Failure { error, cause } = failure;
         let entry = self.backlog.entry(offset).or_insert(Unresolved {
             work,
-            alone,
+            cause,
+            replacement: None,
             attempts: 0,
             first_seen: now,
             next_retry: now,
             last_error: Arc::from(""),
         });
         entry.attempts += 1;
-        entry.alone = alone;
+        entry.cause = cause;
         let delay = self.retry.delay(entry.attempts, unit);
         entry.next_retry = now + delay;
         entry.last_error = error;
@@ -290,7 +311,7 @@ impl<W: Clone> Schedule<W> {
 
     /// The database answered: every record that waits only for it is due now.
     pub fn database_answered(&mut self, now: Instant) {
-        for entry in self.backlog.values_mut().filter(|e| !e.alone) {
+        for entry in self.backlog.values_mut().filter(|e| !e.alone()) {
             entry.next_retry = entry.next_retry.min(now);
         }
     }
@@ -300,6 +321,27 @@ impl<W: Clone> Schedule<W> {
         for entry in self.backlog.values_mut() {
             entry.next_retry = now;
         }
+    }
+
+    /// An operator asks that the Unknown record at `offset` be resolved by `replacement` (its
+    /// dead letter): it runs next, alone (after the unit running now, which may still resolve
+    /// the record itself). False when the record is not in the backlog or the partition drains.
+    pub fn replace(&mut self, offset: i64, replacement: impl FnOnce(&W) -> W) -> bool {
+        if self.draining {
+            return false;
+        }
+        match self.backlog.get_mut(&offset) {
+            Some(entry) => {
+                entry.replacement = Some(replacement(&entry.work));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The Unknown record at `offset`, if there is one.
+    pub fn unresolved(&self, offset: i64) -> Option<&Unresolved<W>> {
+        self.backlog.get(&offset)
     }
 
     pub fn set_paused(&mut self, paused: bool) {
@@ -405,14 +447,14 @@ mod tests {
     fn unavailable() -> Failure {
         Failure {
             error: "db down".into(),
-            alone: false,
+            cause: UnknownCause::Unavailable,
         }
     }
 
     fn rejected() -> Failure {
         Failure {
             error: "value too long".into(),
-            alone: true,
+            cause: UnknownCause::Refused,
         }
     }
 
@@ -639,5 +681,54 @@ mod tests {
         assert_eq!(s.next(now), Next::Idle);
         s.receive(records(8..10));
         assert_eq!(s.in_flight(), 0, "records after the drain are dropped");
+    }
+
+    #[test]
+    fn a_record_an_operator_dead_letters_runs_next_alone_as_its_replacement_then_as_a_retry() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..4));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.finished();
+        for offset in 0..3 {
+            s.unknown(offset, "work", unavailable(), now, 0.5);
+        }
+        assert!(!s.replace(5, |_| "letter"), "not in the backlog");
+        assert!(s.replace(1, |work| {
+            assert_eq!(*work, "work");
+            "letter"
+        }));
+        assert_eq!(
+            s.next(now),
+            Next::Retry(vec![(1, "letter")]),
+            "before anything else, though not due"
+        );
+        s.finished();
+        // The database was down: from now on the dead letter waits for it with the others.
+        s.unknown(1, "stale", unavailable(), now, 0.5);
+        assert_eq!(
+            s.next(now),
+            Next::WaitUntil(now + Duration::from_millis(100)),
+            "at its backoff pace"
+        );
+        s.database_answered(now);
+        assert_eq!(
+            s.next(now),
+            Next::Retry(vec![(0, "work"), (1, "letter"), (2, "work")])
+        );
+        s.finished();
+        assert!(s.resolved(1));
+    }
+
+    #[test]
+    fn a_draining_partition_takes_no_operator_replacement() {
+        let mut s = schedule(8, 4, 10);
+        let now = Instant::now();
+        s.receive(records(0..8));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.finished();
+        s.unknown(0, "work", rejected(), now, 0.5);
+        s.drain();
+        assert!(!s.replace(0, |_| "letter"));
     }
 }

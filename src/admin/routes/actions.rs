@@ -1,10 +1,8 @@
 //! Operator actions on a partition, from a signed-in form or with a bearer token.
 
 use super::*;
-use crate::admin::auth::bearer_token;
 
-/// Checks, applies and records an action; the audit line says who did what. A refusal for
-/// going over a limit comes late (see [`tarpit`]).
+/// Checks, applies and records an action; the audit line says who did what.
 pub(super) async fn act(
     state: &AdminState,
     request: &HttpRequest,
@@ -12,13 +10,7 @@ pub(super) async fn act(
     action: &str,
     csrf: Option<&str>,
 ) -> Result<(i32, PartitionAction), AdminError> {
-    let principal = match state.auth.authorize(request, csrf) {
-        Ok(principal) => principal,
-        Err(denied) => {
-            tarpit(&denied).await;
-            return Err(denied.into());
-        }
-    };
+    let principal = authorize(state, request, csrf).await?;
     let partition = parse_partition(partition)?;
     let action = parse_action(action)?;
     let applied = state
@@ -29,11 +21,18 @@ pub(super) async fn act(
     let actor = principal.describe(request);
     let result = if applied.is_ok() { "ok" } else { "not owned" };
     tracing::info!(partition, action = action.as_str(), %actor, result, "admin action");
-    if let Err(error) =
-        queries::record_action(&state.pool, partition, action.as_str(), &actor, result).await
-    {
-        tracing::warn!(error = %chain(&error), "admin action not recorded in the audit trail");
-    }
+    audit(
+        state,
+        &queries::Action {
+            partition: Some(partition),
+            offset: None,
+            action: action.as_str(),
+            actor: &actor,
+            result,
+            detail: None,
+        },
+    )
+    .await;
     applied?;
     Ok((partition, action))
 }
@@ -65,21 +64,4 @@ pub(super) async fn api_partition_action(
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "partition": partition, "action": action, "result": "ok"
     })))
-}
-
-/// The API authenticates with the bearer token only: a session cookie is not enough there,
-/// so a cross-site request can never act through it.
-pub(super) fn require_bearer(state: &AdminState, request: &HttpRequest) -> Result<(), AdminError> {
-    if bearer_token(request).is_some() {
-        return Ok(());
-    }
-    let denied = if state.auth.read_only() {
-        Denied::ReadOnly
-    } else {
-        Denied::NotSignedIn
-    };
-    Err(AdminError::Denied {
-        denied,
-        hint: "; send Authorization: Bearer <token>",
-    })
 }

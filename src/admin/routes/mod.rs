@@ -4,7 +4,7 @@
 //! never a 500.
 //!
 //! Layout: [`pages`] (HTML), [`session`] (sign in and out), [`actions`] (operator actions),
-//! [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`] (stylesheet and script); this
+//! [`remedies`] (dead-letter a record, replay dead letters), [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`] (stylesheet and script); this
 //! file holds the shared plumbing and the health endpoints.
 
 mod actions;
@@ -12,20 +12,22 @@ mod api;
 mod assets;
 mod gate;
 mod pages;
+mod remedies;
 mod session;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, ContentType};
 use actix_web::{HttpRequest, HttpResponse, Responder, ResponseError, get, post, web};
 use askama::Template;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use serde::Deserialize;
 
-use super::auth::{Denied, Principal};
+use super::auth::{Denied, Principal, bearer_token};
 use super::error::AdminError;
 use super::pages::{
-    AuditView, BacklogView, DeadLetterView, DeadLettersPage, ErrorPage, HistoryView, Layout,
-    LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment, RecentView, RowView, TicketPage,
-    human_duration,
+    AuditView, BacklogView, BlockingView, DeadLetterView, DeadLettersPage, ErrorPage, HistoryView,
+    Layout, LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment, RecentView, RowView,
+    TicketPage, human_duration,
 };
 use super::queries::{
     self, Cursor, DEAD_LETTER_COUNT_CAP, DEAD_LETTERS_PER_PAGE, DeadLetterFilter, DeadLetterPage,
@@ -37,9 +39,10 @@ use crate::actors::messages::GetOverview;
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
 use crate::actors::monitor::Overview;
 use crate::actors::status::PartitionSummary;
-use crate::domain::{MAX_EVENT_ID_CHARS, RejectReason};
+use crate::domain::{LetterState, MAX_TICKET_ID_CHARS, RejectReason};
 use crate::error_text::chain;
 use crate::inbox::PgInboxError;
+use pages::dead_letter_link;
 
 pub(super) use gate::read_gate;
 
@@ -59,6 +62,12 @@ pub fn configure_admin(config: &mut web::ServiceConfig) {
         .service(pages::partition_rows)
         .service(pages::partition_page)
         .service(actions::partition_action)
+        .service(remedies::skip_form)
+        .service(remedies::skip_api)
+        .service(remedies::replay_all_form)
+        .service(remedies::replay_all_api)
+        .service(remedies::replay_form)
+        .service(remedies::replay_api)
         .service(pages::dead_letters_page)
         .service(pages::ticket_search)
         .service(pages::ticket_page)
@@ -134,6 +143,39 @@ pub(super) fn page_or_error(
     page.unwrap_or_else(|error| error_page(state, request, &error))
 }
 
+/// Who may act: a session with its form's CSRF token, or the bearer token. A refusal for
+/// going over a limit comes late (see [`tarpit`]).
+pub(super) async fn authorize(
+    state: &AdminState,
+    request: &HttpRequest,
+    csrf: Option<&str>,
+) -> Result<Principal, AdminError> {
+    match state.auth.authorize(request, csrf) {
+        Ok(principal) => Ok(principal),
+        Err(denied) => {
+            tarpit(&denied).await;
+            Err(denied.into())
+        }
+    }
+}
+
+/// The API authenticates with the bearer token only: a session cookie is not enough there,
+/// so a cross-site request can never act through it.
+pub(super) fn require_bearer(state: &AdminState, request: &HttpRequest) -> Result<(), AdminError> {
+    if bearer_token(request).is_some() {
+        return Ok(());
+    }
+    let denied = if state.auth.read_only() {
+        Denied::ReadOnly
+    } else {
+        Denied::NotSignedIn
+    };
+    Err(AdminError::Denied {
+        denied,
+        hint: "; send Authorization: Bearer <token>",
+    })
+}
+
 /// Waits [`OVER_LIMIT_DELAY`] when `denied` is for going over a limit.
 pub(super) async fn tarpit(denied: &Denied) {
     if matches!(
@@ -165,13 +207,50 @@ pub(super) fn parse_action(text: &str) -> Result<PartitionAction, AdminError> {
     }
 }
 
+pub(super) fn parse_offset(text: &str) -> Result<i64, AdminError> {
+    text.parse::<i64>().ok().filter(|o| *o >= 0).ok_or_else(|| {
+        AdminError::BadRequest(format!(
+            "offset must be a non-negative integer, got {:?}",
+            truncate(text)
+        ))
+    })
+}
+
+/// A time of the dead-letter filter: RFC 3339, or a browser's `2026-10-03T08:00` or
+/// `2026-10-03` read as UTC.
+pub(super) fn parse_time(field: &str, text: &str) -> Result<DateTime<Utc>, AdminError> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"] {
+        if let Ok(at) = NaiveDateTime::parse_from_str(text, format) {
+            return Ok(at.and_utc());
+        }
+    }
+    if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Ok(day.and_time(NaiveTime::MIN).and_utc());
+    }
+    Err(AdminError::BadRequest(format!(
+        "{field} must be a time like 2026-10-03T08:00 (UTC) or RFC 3339, got {:?}",
+        truncate(text)
+    )))
+}
+
+/// Records an operator action in the audit trail (the consumer's pool: see `AdminState`); a
+/// failure is logged, never the action's.
+pub(super) async fn audit(state: &AdminState, action: &queries::Action<'_>) {
+    if let Err(error) = queries::record_action(&state.pool, action).await {
+        tracing::warn!(error = %chain(&error), "admin action not recorded in the audit trail");
+    }
+}
+
 pub(super) fn parse_ticket(text: &str) -> Result<String, AdminError> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
         Err(AdminError::BadRequest("a ticket id is required".into()))
-    } else if trimmed.chars().count() > MAX_EVENT_ID_CHARS {
+    } else if trimmed.chars().count() > MAX_TICKET_ID_CHARS {
         Err(AdminError::BadRequest(format!(
-            "a ticket id has at most {MAX_EVENT_ID_CHARS} characters"
+            "a ticket id has at most {MAX_TICKET_ID_CHARS} characters"
         )))
     } else {
         Ok(trimmed.to_owned())
@@ -213,6 +292,11 @@ pub(super) async fn not_found(state: State, request: HttpRequest) -> HttpRespons
 pub(super) struct DeadLetterQuery {
     partition: Option<String>,
     reason: Option<String>,
+    state: Option<String>,
+    /// Stored at or after (see [`parse_time`]).
+    since: Option<String>,
+    /// Stored before.
+    until: Option<String>,
     /// Letters older than this cursor.
     before: Option<String>,
     /// Letters newer than this cursor.
@@ -220,6 +304,10 @@ pub(super) struct DeadLetterQuery {
     /// Offset pages are gone (a deep one made PostgreSQL skip every row above it); refused so
     /// that a script paging by number does not loop over the first page forever.
     page: Option<String>,
+    /// The page after a replay: the offset replayed (of `partition`).
+    replayed: Option<String>,
+    /// The page after replaying every matching letter: its counts.
+    summary: Option<String>,
 }
 
 impl DeadLetterQuery {
@@ -239,6 +327,18 @@ impl DeadLetterQuery {
                     .to_owned(),
             ),
         };
+        let state = match self.state.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => Some(LetterState::from_name(text).ok_or_else(|| {
+                AdminError::BadRequest(format!("unknown state {:?}", truncate(text)))
+            })?),
+        };
+        let time = |field: &str, text: Option<&str>| match text.map(str::trim) {
+            None | Some("") => Ok(None),
+            Some(text) => parse_time(field, text).map(Some),
+        };
+        let since = time("since", self.since.as_deref())?;
+        let until = time("until", self.until.as_deref())?;
         if self.page.is_some() {
             return Err(AdminError::BadRequest(
                 "page numbers are not supported: follow the `before` and `after` cursors of \
@@ -264,6 +364,9 @@ impl DeadLetterQuery {
         Ok(DeadLetterFilter {
             partition,
             reason,
+            state,
+            since,
+            until,
             page,
         })
     }

@@ -60,6 +60,24 @@ pub(super) async fn partition_rows(state: State) -> HttpResponse {
 #[derive(Deserialize)]
 pub(super) struct Flash {
     done: Option<String>,
+    offset: Option<i64>,
+}
+
+impl Flash {
+    /// What the action the browser comes back from did, in words (known actions only: the
+    /// query is anybody's to write).
+    fn text(&self) -> String {
+        match (self.done.as_deref(), self.offset) {
+            (Some("dead_letter"), Some(offset)) => format!(
+                "offset {offset}: dead-lettering requested; it runs as the partition's next \
+                 unit of work"
+            ),
+            (Some(action), _) => parse_action(action)
+                .map(|a| format!("{} requested", a.as_str().replace('_', " ")))
+                .unwrap_or_default(),
+            (None, _) => String::new(),
+        }
+    }
 }
 
 #[get("/partitions/{partition}")]
@@ -105,12 +123,9 @@ async fn partition(
             layout: layout(state, request, format!("Partition {partition}")),
             partition,
             row: RowView::new(summary),
-            flash: flash
-                .done
-                .as_deref()
-                .and_then(|a| parse_action(a).ok())
-                .map(|a| format!("{} requested", a.as_str().replace('_', " ")))
-                .unwrap_or_default(),
+            flash: flash.text(),
+            as_of: chrono::Utc::now().format("%H:%M:%S UTC").to_string(),
+            blocking: actor.and_then(|a| BlockingView::of(&a.backlog, &a.guard)),
             backlog: actor
                 .map(|a| a.backlog.iter().map(BacklogView::from).collect())
                 .unwrap_or_default(),
@@ -133,6 +148,17 @@ pub(super) fn dead_letter_link(filter: &DeadLetterFilter, page: Page) -> String 
     }
     if let Some(r) = &filter.reason {
         query.push(format!("reason={r}"));
+    }
+    if let Some(s) = filter.state {
+        query.push(format!("state={s}"));
+    }
+    // RFC 3339 in UTC with `Z`: nothing in it needs escaping in a query.
+    let time = |at: DateTime<Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    if let Some(at) = filter.since {
+        query.push(format!("since={}", time(at)));
+    }
+    if let Some(at) = filter.until {
+        query.push(format!("until={}", time(at)));
     }
     match page {
         Page::Newest => {}
@@ -182,6 +208,11 @@ async fn dead_letters(
         page.map(|p| dead_letter_link(&filter, p))
             .unwrap_or_default()
     };
+    let flash = replay_flash(state, &filter, query).await;
+    let time = |at: Option<chrono::DateTime<chrono::Utc>>| {
+        at.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+            .unwrap_or_default()
+    };
     Ok(html(
         StatusCode::OK,
         &DeadLettersPage {
@@ -192,6 +223,11 @@ async fn dead_letters(
                 .iter()
                 .map(|r| r.as_str().to_owned())
                 .collect(),
+            state: filter.state.map(|s| s.to_string()).unwrap_or_default(),
+            states: LetterState::ALL.iter().map(|s| s.to_string()).collect(),
+            since: time(filter.since),
+            until: time(filter.until),
+            flash,
             total: if total > DEAD_LETTER_COUNT_CAP {
                 format!("more than {DEAD_LETTER_COUNT_CAP}")
             } else {
@@ -203,6 +239,44 @@ async fn dead_letters(
             older: link(page.older.map(Page::Older)),
         },
     ))
+}
+
+/// What a replay the browser comes back from did: the letter's state as stored now, or the
+/// counts of a replay of every matching letter (numbers only: the query is anybody's to write).
+async fn replay_flash(
+    state: &AdminState,
+    filter: &DeadLetterFilter,
+    query: &DeadLetterQuery,
+) -> String {
+    if let Some(counts) = query.summary.as_deref() {
+        let numbers: Vec<u64> = counts.split('.').filter_map(|n| n.parse().ok()).collect();
+        if let [applied, already, still, more] = numbers[..] {
+            let mut text = format!(
+                "Replayed {}: {applied} stored by the replay, {already} stored already, {still} \
+                 still rejected.",
+                applied + already + still
+            );
+            if more > 0 {
+                text.push_str(" More match: replay again to go on.");
+            }
+            return text;
+        }
+    }
+    let (Some(partition), Some(offset)) = (
+        filter.partition,
+        query.replayed.as_deref().and_then(|o| parse_offset(o).ok()),
+    ) else {
+        return String::new();
+    };
+    match queries::dead_letter(&state.pages_pool, &state.topic, partition, offset).await {
+        Ok(Some(letter)) => format!(
+            "Partition {partition}, offset {offset} replayed: {}, {}",
+            letter.state,
+            letter.replay_message.unwrap_or_default()
+        ),
+        Ok(None) => String::new(),
+        Err(error) => AdminError::database("dead letter", error).to_string(),
+    }
 }
 
 #[derive(Deserialize)]

@@ -195,18 +195,21 @@ mod tests {
 
     use super::*;
     use crate::actors::status::{
-        BacklogEntry, CheckpointStatus, OutcomeCounts, PartitionState, PartitionStatus,
-        PartitionView,
+        BacklogEntry, CheckpointStatus, GuardStatus, OutcomeCounts, PartitionState,
+        PartitionStatus, PartitionView,
     };
+    use crate::domain::UnknownCause;
 
     fn view(partition: i32, applied: u64, backlog: usize, committed: Option<i64>) -> PartitionView {
         let entry = BacklogEntry {
             offset: 0,
             event_id: None,
             attempts: 1,
+            cause: UnknownCause::Unavailable,
             last_error: "db down".into(),
             first_seen: Utc::now(),
             next_retry: Utc::now(),
+            dead_letter_requested: false,
         };
         let mut counts = OutcomeCounts {
             applied,
@@ -225,6 +228,11 @@ mod tests {
                 in_flight: 0,
                 requested: 0,
                 backlog: vec![entry; backlog],
+                guard: GuardStatus {
+                    engaged: false,
+                    consecutive: 0,
+                    limit: 10,
+                },
                 counts,
                 last_offset: None,
                 last_record_time: None,

@@ -166,6 +166,14 @@ impl Browser {
             .unwrap_or_else(|e| panic!("run {script}: {e}"))
     }
 
+    /// Resizes the browser window (headless: the viewport) to `width` × `height` pixels.
+    pub async fn set_window_size(&self, width: u32, height: u32) {
+        self.client
+            .set_window_size(width, height)
+            .await
+            .unwrap_or_else(|e| panic!("resize to {width}x{height}: {e}"));
+    }
+
     pub async fn current_url(&self) -> String {
         self.client
             .current_url()

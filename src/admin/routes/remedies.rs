@@ -1,0 +1,375 @@
+//! The remedies for poison records, from a signed-in form (CSRF) or with the bearer token, each
+//! recorded in the audit trail: dead-letter an Unknown record of a partition (a skip, with a
+//! required comment; the watermark moves past it), and replay dead letters back through the
+//! inbox transaction, one or every letter matching a filter.
+
+use super::*;
+use crate::actors::messages::{DeadLetterRecord, SkipRefused};
+use crate::inbox::replay::{self, LetterId, ReplayError, ReplaySummary, Replayed};
+
+/// Letters one "replay all matching" replays at most: each is a transaction of its own, and the
+/// request waits for them.
+pub const REPLAY_LIMIT: u64 = 1000;
+
+/// The longest comment an operator may give, in characters.
+const MAX_COMMENT_CHARS: usize = 1000;
+
+fn parse_comment(comment: Option<&str>) -> Result<String, AdminError> {
+    let comment = comment.map(str::trim).unwrap_or_default();
+    if comment.is_empty() {
+        return Err(AdminError::BadRequest(
+            "a comment is required: say why the record is set aside".into(),
+        ));
+    }
+    if comment.chars().count() > MAX_COMMENT_CHARS {
+        return Err(AdminError::BadRequest(format!(
+            "a comment has at most {MAX_COMMENT_CHARS} characters"
+        )));
+    }
+    Ok(comment.to_owned())
+}
+
+// ----- dead-letter an Unknown record --------------------------------------------------------
+
+/// Checks, asks the partition to dead-letter the record, and records it.
+async fn skip(
+    state: &AdminState,
+    request: &HttpRequest,
+    (partition, offset): (&str, &str),
+    comment: Option<&str>,
+    csrf: Option<&str>,
+) -> Result<(i32, i64), AdminError> {
+    let principal = authorize(state, request, csrf).await?;
+    let partition = parse_partition(partition)?;
+    let offset = parse_offset(offset)?;
+    let comment = parse_comment(comment)?;
+    let actor = principal.describe(request);
+    let answer = state
+        .supervisor
+        .send(DeadLetterRecord {
+            partition,
+            offset,
+            comment: comment.clone(),
+            by: actor.clone(),
+        })
+        .await
+        .unwrap_or(Err(SkipRefused::NotOwned(NotOwned(partition))));
+    let result = match &answer {
+        Ok(()) => "ok",
+        Err(SkipRefused::NotOwned(_)) => "not owned",
+        Err(SkipRefused::NotInBacklog { .. }) => "not in the backlog",
+    };
+    tracing::info!(partition, offset, %actor, result, "admin action: dead-letter a record");
+    audit(
+        state,
+        &queries::Action {
+            partition: Some(partition),
+            offset: Some(offset),
+            action: "dead_letter",
+            actor: &actor,
+            result,
+            detail: Some(&comment),
+        },
+    )
+    .await;
+    match answer {
+        Ok(()) => Ok((partition, offset)),
+        Err(refused @ SkipRefused::NotOwned(_)) => Err(AdminError::Conflict(refused.to_string())),
+        Err(refused) => Err(AdminError::NotFound(refused.to_string())),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct SkipForm {
+    csrf: Option<String>,
+    comment: Option<String>,
+}
+
+#[post("/partitions/{partition}/backlog/{offset}/dead-letter")]
+pub(super) async fn skip_form(
+    state: State,
+    request: HttpRequest,
+    path: web::Path<(String, String)>,
+    form: web::Form<SkipForm>,
+) -> HttpResponse {
+    let (partition, offset) = path.into_inner();
+    let skipped = skip(
+        &state,
+        &request,
+        (&partition, &offset),
+        form.comment.as_deref(),
+        form.csrf.as_deref(),
+    )
+    .await;
+    let page = skipped.map(|(partition, offset)| {
+        see_other(&format!(
+            "/partitions/{partition}?done=dead_letter&offset={offset}"
+        ))
+    });
+    page_or_error(&state, &request, page)
+}
+
+#[derive(Deserialize)]
+struct SkipBody {
+    comment: Option<String>,
+}
+
+/// `{"comment": "..."}`, with the bearer token.
+#[post("/api/partitions/{partition}/backlog/{offset}/dead-letter")]
+pub(super) async fn skip_api(
+    state: State,
+    request: HttpRequest,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, AdminError> {
+    require_bearer(&state, &request)?;
+    let (partition, offset) = path.into_inner();
+    // Authorised before the body is looked at.
+    authorize(&state, &request, None).await?;
+    let comment = serde_json::from_slice::<SkipBody>(&body)
+        .map_err(|error| {
+            AdminError::BadRequest(format!(
+                "the body must be JSON like {{\"comment\": \"why\"}}: {error}"
+            ))
+        })?
+        .comment;
+    let (partition, offset) = skip(
+        &state,
+        &request,
+        (&partition, &offset),
+        comment.as_deref(),
+        None,
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "partition": partition,
+        "offset": offset,
+        "result": "dead-lettering requested: it runs as the partition's next unit of work",
+    })))
+}
+
+// ----- replay dead letters ------------------------------------------------------------------
+
+/// Checks, replays one letter and records it.
+async fn replay_one(
+    state: &AdminState,
+    request: &HttpRequest,
+    (partition, offset): (&str, &str),
+    topic: Option<&str>,
+    csrf: Option<&str>,
+) -> Result<(LetterId, Replayed), AdminError> {
+    let principal = authorize(state, request, csrf).await?;
+    let id = LetterId {
+        topic: topic
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .unwrap_or(&state.topic)
+            .to_owned(),
+        partition: parse_partition(partition)?,
+        offset: parse_offset(offset)?,
+    };
+    let actor = principal.describe(request);
+    let replayed = replay::replay(&state.pool, &id, &actor, state.max_payload_bytes).await;
+    let (result, detail) = match &replayed {
+        Ok(replayed) => ("ok", replayed.message()),
+        Err(ReplayError::NotFound { .. }) => ("not found", String::new()),
+        Err(error) => ("failed", chain(error)),
+    };
+    tracing::info!(partition = id.partition, offset = id.offset, %actor, result, detail, "admin action: replay a dead letter");
+    audit(
+        state,
+        &queries::Action {
+            partition: Some(id.partition),
+            offset: Some(id.offset),
+            action: "replay",
+            actor: &actor,
+            result,
+            detail: Some(&detail).filter(|d| !d.is_empty()).map(|d| d.as_str()),
+        },
+    )
+    .await;
+    match replayed {
+        Ok(replayed) => Ok((id, replayed)),
+        Err(error @ ReplayError::NotFound { .. }) => Err(AdminError::NotFound(error.to_string())),
+        Err(error) => Err(AdminError::Unavailable(error.to_string())),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ReplayForm {
+    csrf: Option<String>,
+    topic: Option<String>,
+}
+
+#[post("/dead-letters/{partition}/{offset}/replay")]
+pub(super) async fn replay_form(
+    state: State,
+    request: HttpRequest,
+    path: web::Path<(String, String)>,
+    form: web::Form<ReplayForm>,
+) -> HttpResponse {
+    let (partition, offset) = path.into_inner();
+    let replayed = replay_one(
+        &state,
+        &request,
+        (&partition, &offset),
+        form.topic.as_deref(),
+        form.csrf.as_deref(),
+    )
+    .await;
+    let page = replayed.map(|(id, _)| {
+        see_other(&format!(
+            "/dead-letters?partition={}&replayed={}",
+            id.partition, id.offset
+        ))
+    });
+    page_or_error(&state, &request, page)
+}
+
+#[derive(Deserialize)]
+pub(super) struct TopicQuery {
+    topic: Option<String>,
+}
+
+/// One letter (of the service's topic unless `?topic=`), with the bearer token.
+#[post("/api/dead-letters/{partition}/{offset}/replay")]
+pub(super) async fn replay_api(
+    state: State,
+    request: HttpRequest,
+    path: web::Path<(String, String)>,
+    query: web::Query<TopicQuery>,
+) -> Result<HttpResponse, AdminError> {
+    require_bearer(&state, &request)?;
+    let (partition, offset) = path.into_inner();
+    let (id, replayed) = replay_one(
+        &state,
+        &request,
+        (&partition, &offset),
+        query.topic.as_deref(),
+        None,
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "topic": id.topic,
+        "partition": id.partition,
+        "offset": id.offset,
+        "state": replayed.state(),
+        "message": replayed.message(),
+    })))
+}
+
+/// Checks, replays every matching letter not applied yet (up to [`REPLAY_LIMIT`]) and records
+/// it.
+async fn replay_all(
+    state: &AdminState,
+    request: &HttpRequest,
+    query: &DeadLetterQuery,
+    csrf: Option<&str>,
+) -> Result<(DeadLetterFilter, ReplaySummary), AdminError> {
+    let principal = authorize(state, request, csrf).await?;
+    let filter = query.filter()?;
+    let actor = principal.describe(request);
+    let selection = filter.selection();
+    let replayed = replay::replay_matching(
+        &state.pool,
+        &selection,
+        &actor,
+        state.max_payload_bytes,
+        REPLAY_LIMIT,
+    )
+    .await;
+    let described = describe_filter(&filter);
+    let (result, detail) = match &replayed {
+        Ok(summary) => ("ok", format!("{described}: {summary}")),
+        Err(error) => ("failed", format!("{described}: {}", chain(error))),
+    };
+    tracing::info!(%actor, result, detail, "admin action: replay matching dead letters");
+    audit(
+        state,
+        &queries::Action {
+            partition: filter.partition,
+            offset: None,
+            action: "replay_matching",
+            actor: &actor,
+            result,
+            detail: Some(&detail),
+        },
+    )
+    .await;
+    match replayed {
+        Ok(summary) => Ok((filter, summary)),
+        Err(error) => Err(AdminError::Unavailable(error.to_string())),
+    }
+}
+
+/// The filter in words, for the audit trail.
+fn describe_filter(filter: &DeadLetterFilter) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = filter.partition {
+        parts.push(format!("partition {p}"));
+    }
+    if let Some(r) = &filter.reason {
+        parts.push(format!("reason {r}"));
+    }
+    if let Some(s) = filter.state {
+        parts.push(format!("state {s}"));
+    }
+    if let Some(at) = filter.since {
+        parts.push(format!("since {}", at.to_rfc3339()));
+    }
+    if let Some(at) = filter.until {
+        parts.push(format!("until {}", at.to_rfc3339()));
+    }
+    if parts.is_empty() {
+        "every letter".to_owned()
+    } else {
+        format!("letters of {}", parts.join(", "))
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ReplayAllForm {
+    csrf: Option<String>,
+    #[serde(flatten)]
+    filter: DeadLetterQuery,
+}
+
+#[post("/dead-letters/replay")]
+pub(super) async fn replay_all_form(
+    state: State,
+    request: HttpRequest,
+    form: web::Form<ReplayAllForm>,
+) -> HttpResponse {
+    let form = form.into_inner();
+    let replayed = replay_all(&state, &request, &form.filter, form.csrf.as_deref()).await;
+    let page = replayed.map(|(filter, summary)| {
+        let back = dead_letter_link(&filter, Page::Newest);
+        let separator = if back.contains('?') { '&' } else { '?' };
+        see_other(&format!(
+            "{back}{separator}summary={}.{}.{}.{}",
+            summary.applied,
+            summary.already_applied,
+            summary.still_rejected,
+            u8::from(summary.more)
+        ))
+    });
+    page_or_error(&state, &request, page)
+}
+
+/// Every letter matching `?partition=&reason=&state=&since=&until=`, with the bearer token.
+#[post("/api/dead-letters/replay")]
+pub(super) async fn replay_all_api(
+    state: State,
+    request: HttpRequest,
+    query: web::Query<DeadLetterQuery>,
+) -> Result<HttpResponse, AdminError> {
+    require_bearer(&state, &request)?;
+    let (_, summary) = replay_all(&state, &request, &query, None).await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "replayed": summary.replayed(),
+        "applied": summary.applied,
+        "already_applied": summary.already_applied,
+        "still_rejected": summary.still_rejected,
+        "more": summary.more,
+    })))
+}
