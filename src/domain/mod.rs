@@ -1,12 +1,15 @@
 //! Domain values with no I/O: the ticket status event, the record it arrives in, the outcome of
-//! processing one, why a duplicate happened, a dead letter, and a partition's offsets.
+//! processing one, why a duplicate happened, a dead letter, a partition's offsets, a point in
+//! time as an operator types it, and where a rewind to it takes a partition.
 
 pub mod dead_letter;
 pub mod duplicate;
 pub mod event;
 pub mod offsets;
 pub mod outcome;
+pub mod point_in_time;
 pub mod record;
+pub mod rewind;
 pub mod story;
 
 pub use dead_letter::DeadLetter;
@@ -14,4 +17,5 @@ pub use duplicate::DuplicateCause;
 pub use event::{MAX_EVENT_ID_CHARS, RejectReason, Rejection, TicketEvent};
 pub use offsets::ObservedOffsets;
 pub use outcome::Outcome;
+pub use point_in_time::{PointInTimeError, parse_point_in_time};
 pub use record::FetchedRecord;
