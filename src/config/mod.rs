@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 pub mod admin;
+pub mod recovery;
 
 use crate::backoff::Backoff;
 use crate::stuck::StuckRules;

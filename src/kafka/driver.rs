@@ -20,18 +20,17 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use actix::Recipient;
-use chrono::DateTime;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::commits::{CommitLedger, CommitQueue};
 use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
+use super::fetched;
 use crate::actors::messages::{
     Assignment, CommitCompleted, CommitPosition, DriverStopped, Fetched, GroupJoined, KafkaLink,
     KafkaRequest, PartitionsAssigned, PartitionsRevoked,
 };
-use crate::domain::FetchedRecord;
 
 type Consumer_ = BaseConsumer<KafkaContext>;
 type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaContext>;
@@ -524,18 +523,5 @@ impl Driver {
             );
             self.readers.clear();
         }
-    }
-}
-
-/// Copies a record out of librdkafka for its actor.
-fn fetched(message: &BorrowedMessage<'_>) -> FetchedRecord {
-    FetchedRecord {
-        offset: message.offset(),
-        key: message.key().map(<[u8]>::to_vec),
-        payload: message.payload().map(<[u8]>::to_vec),
-        timestamp: message
-            .timestamp()
-            .to_millis()
-            .and_then(DateTime::from_timestamp_millis),
     }
 }
