@@ -22,6 +22,7 @@ mod migrations;
 mod process;
 mod produce;
 mod proxy;
+mod recovery;
 mod resilience;
 mod tansu;
 mod webdriver;

@@ -104,7 +104,7 @@ impl Drop for ServiceProcess {
 }
 
 /// Produces events `range`, round robin over the partitions, all in flight at once.
-async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>) {
+pub async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>) {
     let producer = kafka.producer();
     let partitions = kafka.partitions as usize;
     let sends = range.map(|i| {
@@ -120,7 +120,7 @@ async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>) {
 }
 
 /// Waits until the broker has `ends` committed for `group`.
-async fn wait_committed(kafka: &TestKafka, group: &str, ends: &[i64], timeout: Duration) {
+pub async fn wait_committed(kafka: &TestKafka, group: &str, ends: &[i64], timeout: Duration) {
     let mut last = Vec::new();
     let reached = tokio::time::timeout(timeout, async {
         loop {
