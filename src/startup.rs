@@ -20,6 +20,7 @@ use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
 use crate::db::{self, DbError};
 use crate::kafka::client::Prefetch;
+use crate::kafka::reader::ReaderConfig;
 use crate::kafka::{DriverPorts, DriverSettings, KafkaContext, consumer_config, spawn_driver};
 use crate::metrics::Metrics;
 
@@ -147,6 +148,9 @@ impl Application {
             commits: checkpoint.recipient(),
             joined: supervisor.clone().recipient(),
             stopped: supervisor.clone().recipient(),
+            rewinding: supervisor.clone().recipient(),
+            restarted: supervisor.clone().recipient(),
+            rewound: supervisor.clone().recipient(),
         };
 
         let admin = &settings.admin;
@@ -171,6 +175,11 @@ impl Application {
                 metrics.clone(),
             ),
             read_auth: admin.read_auth,
+            reader: ReaderConfig {
+                brokers: settings.kafka.brokers.clone(),
+                topic: settings.kafka.topic.clone(),
+                options: settings.kafka.options.clone(),
+            },
         };
         let server = admin::server(listener, metrics_listener, state).map_err(|source| {
             StartupError::Bind {

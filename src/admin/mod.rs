@@ -9,13 +9,15 @@
 //! Layout: [`routes`] (handlers and the read gate), [`pages`]
 //! (view models and templates), [`queries`] (database reads and the audit trail) over [`pool`]
 //! (the admin's own connections), [`auth`] (token, CSRF) with [`sessions`] and [`throttle`],
-//! [`redirect`] (where a sign-in may lead), [`sparkline`] (trend SVG).
+//! [`redirect`] (where a sign-in may lead), [`sparkline`] (trend SVG), [`rewind`] (the live
+//! rewind: its confirmation, execution and page).
 
 pub mod auth;
 pub mod pages;
 pub mod pool;
 pub mod queries;
 pub mod redirect;
+pub mod rewind;
 mod routes;
 pub mod sessions;
 pub mod sparkline;
@@ -31,6 +33,7 @@ use actix_web::{App, HttpServer, web};
 use deadpool_postgres::Pool;
 
 use crate::actors::{Monitor, Supervisor};
+use crate::kafka::reader::ReaderConfig;
 use crate::metrics::Metrics;
 
 /// No inline script or style, nothing from elsewhere, no framing by any page (SameSite cookies
@@ -52,6 +55,9 @@ pub struct AdminState {
     pub auth: auth::Auth,
     /// Reading needs a sign-in too (`--admin-read-auth`).
     pub read_auth: bool,
+    /// Where the topic is, for the live rewind's lookups (a throwaway reader, never the
+    /// group member).
+    pub reader: ReaderConfig,
 }
 
 /// How long a refusal for going over a limit (wrong tokens, anonymous page loads) waits before

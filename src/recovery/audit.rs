@@ -11,21 +11,26 @@ use crate::inbox::PgInboxError;
 pub const ACTION: &str = "rewind";
 
 /// A partition's line in the audit trail (pure): `ok: 120 -> 80 (40 offsets replayed), to
-/// 2026-12-02T10:00:00.000Z`, `kept at 40: already at or before that time, ...`, or the error.
-pub fn result_text(decision: &Decision, to: DateTime<Utc>, error: Option<&str>) -> String {
+/// 2026-12-02T10:00:00.000Z`, `kept at 40: already at or before that time, ...`, or the error
+/// (after the decision, if there was one).
+pub fn result_text(decision: Option<&Decision>, to: DateTime<Utc>, error: Option<&str>) -> String {
     let at = to.to_rfc3339_opts(SecondsFormat::Millis, true);
     let offset = |o: Option<i64>| o.map_or_else(|| "none".to_owned(), |o| o.to_string());
-    match (decision, error) {
-        (_, Some(error)) => format!("failed: {error} (to {at})"),
-        (Decision::Rewind { from, to: target }, None) => format!(
+    let decided = match decision {
+        Some(decision @ Decision::Rewind { from, to: target }) => format!(
             "ok: {from} -> {target} ({} offsets replayed), to {at}",
             decision.replayed()
         ),
-        (Decision::Keep { position, reason }, None) => format!(
+        Some(Decision::Keep { position, reason }) => format!(
             "kept at {}: {}, to {at}",
             offset(*position),
             reason.describe()
         ),
+        None => format!("failed, to {at}"),
+    };
+    match error {
+        Some(error) => format!("{decided}; {error}"),
+        None => decided,
     }
 }
 
@@ -59,7 +64,7 @@ mod tests {
             .with_timezone(&Utc);
         let moved = Decision::Rewind { from: 120, to: 80 };
         assert_eq!(
-            result_text(&moved, to, None),
+            result_text(Some(&moved), to, None),
             "ok: 120 -> 80 (40 offsets replayed), to 2026-12-02T10:00:00.000Z"
         );
         let kept = Decision::Keep {
@@ -67,12 +72,16 @@ mod tests {
             reason: Keep::NotPastTarget,
         };
         assert_eq!(
-            result_text(&kept, to, None),
+            result_text(Some(&kept), to, None),
             "kept at 40: already at or before that time, to 2026-12-02T10:00:00.000Z"
         );
         assert_eq!(
-            result_text(&moved, to, Some("seek failed")),
-            "failed: seek failed (to 2026-12-02T10:00:00.000Z)"
+            result_text(None, to, Some("seek failed")),
+            "failed, to 2026-12-02T10:00:00.000Z; seek failed"
+        );
+        assert_eq!(
+            result_text(Some(&moved), to, Some("commit not answered")),
+            "ok: 120 -> 80 (40 offsets replayed), to 2026-12-02T10:00:00.000Z; commit not answered"
         );
     }
 }

@@ -155,7 +155,12 @@ impl RewindReport {
     fn audit_rows(&self) -> Vec<(i32, String)> {
         self.partitions
             .iter()
-            .map(|p| (p.partition, audit::result_text(&p.decision, self.to, None)))
+            .map(|p| {
+                (
+                    p.partition,
+                    audit::result_text(Some(&p.decision), self.to, None),
+                )
+            })
             .collect()
     }
 }

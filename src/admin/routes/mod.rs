@@ -4,14 +4,15 @@
 //! never a 500.
 //!
 //! Layout: [`pages`] (HTML), [`session`] (sign in and out), [`actions`] (operator actions),
-//! [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`] (stylesheet and script); this
-//! file holds the shared plumbing and the health endpoints.
+//! [`rewind`] (the live rewind), [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`]
+//! (stylesheet and script); this file holds the shared plumbing and the health endpoints.
 
 mod actions;
 mod api;
 mod assets;
 mod gate;
 mod pages;
+mod rewind;
 mod session;
 
 use actix_web::http::StatusCode;
@@ -58,6 +59,12 @@ pub fn configure_admin(config: &mut web::ServiceConfig) {
         .service(pages::partition_rows)
         .service(pages::partition_page)
         .service(actions::partition_action)
+        .service(rewind::partition_rewind)
+        .service(rewind::partition_rewind_confirm)
+        .service(rewind::instance_rewind)
+        .service(rewind::instance_rewind_confirm)
+        .service(rewind::api_partition_rewind)
+        .service(rewind::api_instance_rewind)
         .service(pages::dead_letters_page)
         .service(pages::ticket_search)
         .service(pages::ticket_page)
