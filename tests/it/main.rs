@@ -18,6 +18,7 @@ mod http;
 mod inbox;
 mod kafka;
 mod layout;
+mod live_rewind;
 mod migrations;
 mod process;
 mod produce;

@@ -1,0 +1,256 @@
+//! The live rewind while the service consumes: through the API (a partition, then the whole
+//! instance while a producer keeps going) and through a real browser (preview, confirm). The
+//! replayed records are redeliveries, nothing is stored twice, and the offsets end where the
+//! topic ends.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use history_consumer::domain::DuplicateCause;
+
+use crate::app::{TestApp, spawn_app};
+use crate::helpers::{assert_stored_once, test_database, wait_for};
+use crate::http::{Response, request};
+use crate::kafka::{Broker, TestKafka, numbered_event};
+use crate::webdriver::Browser;
+
+const TOKEN: &str = "test-admin-token";
+
+fn at(time: DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A point in time strictly between the records produced before it and after it (record
+/// timestamps are milliseconds).
+async fn a_moment_between() -> DateTime<Utc> {
+    let moment = Utc::now() + chrono::Duration::milliseconds(1);
+    wait_for(Duration::from_secs(5), "the clock to pass", || async {
+        (Utc::now() > moment).then_some(())
+    })
+    .await;
+    moment
+}
+
+/// Produces events `range` to `partition` (None: round robin over two), one after the other.
+async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>, partition: Option<i32>) {
+    let producer = kafka.producer();
+    for i in range {
+        let partition = partition.unwrap_or((i % 2) as i32);
+        kafka
+            .send(&producer, Some(partition), "k", &numbered_event(i))
+            .await;
+    }
+}
+
+async fn post(app: &TestApp, path: &str, token: Option<&str>) -> Response {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = bearer
+        .as_deref()
+        .map(|b| vec![("Authorization", b)])
+        .unwrap_or_default();
+    let admin = app.handle.admin_addr.to_string();
+    request(&admin, "POST", path, &headers, "").await
+}
+
+async fn redeliveries(app: &TestApp) -> u64 {
+    app.duplicates(DuplicateCause::Redelivery).await
+}
+
+#[actix_web::test]
+async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries_on_the_mock()
+{
+    a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries_on_tansu() {
+    a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(Broker::Tansu)
+        .await;
+}
+
+async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(
+    broker: Broker,
+) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(2).await;
+    let start = Utc::now();
+    produce(&kafka, 0..20, None).await;
+    let middle = a_moment_between().await;
+    produce(&kafka, 20..40, None).await;
+    app.wait_committed(&kafka, &[20, 20]).await;
+
+    // The confirmation step: how many records a rewind of partition 0 would replay.
+    let path = format!("/api/partitions/0/rewind?to={}", at(middle));
+    let plan = post(&app, &format!("{path}&dry_run=true"), Some(TOKEN)).await;
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    let plan = plan.json();
+    let row = &plan["plan"]["partitions"][0];
+    assert_eq!(row["position"], 20);
+    assert_eq!(row["target"]["offset"], 10);
+    assert_eq!(row["decision"]["decision"], "rewind");
+    assert_eq!(plan["plan"]["replayed"], 10);
+    assert_eq!(redeliveries(&app).await, 0, "a dry run changes nothing");
+
+    // Refusals: no token, a wrong token, a partition of another instance, a time without zone.
+    assert_eq!(post(&app, &path, None).await.status, 401);
+    assert_eq!(
+        post(&app, &path, Some("wrong-token-wrong")).await.status,
+        401
+    );
+    let elsewhere = format!("/api/partitions/7/rewind?to={}", at(middle));
+    assert_eq!(post(&app, &elsewhere, Some(TOKEN)).await.status, 409);
+    let vague = post(&app, "/api/rewind?to=2026-12-02T10:00:00", Some(TOKEN)).await;
+    assert_eq!(vague.status, 400);
+    assert!(vague.body.contains("time zone"), "{}", vague.body);
+
+    let done = post(&app, &path, Some(TOKEN)).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let done = done.json();
+    let result = &done["partitions"][0];
+    assert_eq!(result["partition"], 0);
+    assert_eq!(result["error"], serde_json::Value::Null, "{done}");
+    assert_eq!(result["decision"]["from"], 20);
+    assert_eq!(result["decision"]["to"], 10);
+    wait_for(
+        Duration::from_secs(30),
+        "the ten replayed records to be redeliveries",
+        || async { (redeliveries(&app).await == 10).then_some(()) },
+    )
+    .await;
+    app.wait_committed(&kafka, &[20, 20]).await;
+    let partition = app.partition(0).await.expect("partition 0");
+    assert!(
+        partition.actor.expect("its actor").generation > 1,
+        "a new assignment"
+    );
+    let audit = request(
+        &app.handle.admin_addr.to_string(),
+        "GET",
+        "/api/actions",
+        &[],
+        "",
+    )
+    .await
+    .json();
+    let last = &audit["actions"][0];
+    assert_eq!(last["action"], "rewind");
+    assert_eq!(last["partition"], 0);
+    assert!(
+        last["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("ok: 20 -> 10 (10 offsets replayed)"),
+        "{last}"
+    );
+
+    // The whole instance back to the start while a producer keeps going.
+    let producing = {
+        let producer = kafka.producer();
+        let topic = kafka.topic.clone();
+        let acknowledged = kafka.acknowledged();
+        actix_web::rt::spawn(async move {
+            for i in 40..240 {
+                let body = numbered_event(i);
+                let record = rdkafka::producer::FutureRecord::to(&topic)
+                    .partition((i % 2) as i32)
+                    .key("k")
+                    .payload(&body);
+                let delivery = producer
+                    .send(record, Duration::from_secs(30))
+                    .await
+                    .map_err(|(e, _)| e)
+                    .unwrap();
+                acknowledged.record(delivery.partition, delivery.offset);
+            }
+        })
+    };
+    let all = post(&app, &format!("/api/rewind?to={}", at(start)), Some(TOKEN)).await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    let all = all.json();
+    for result in all["partitions"].as_array().unwrap() {
+        assert_eq!(result["error"], serde_json::Value::Null, "{all}");
+        assert_eq!(result["decision"]["to"], 0, "{all}");
+    }
+    producing.await.unwrap();
+    let ends = kafka.ends().await;
+    app.wait_committed(&kafka, &ends).await;
+    assert_stored_once(&db, 240).await;
+    assert!(
+        redeliveries(&app).await >= 50,
+        "at least the 40 records before the rewind were read again"
+    );
+    assert_eq!(app.duplicates(DuplicateCause::Republish).await, 0);
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn an_operator_previews_a_rewind_of_a_partition_in_the_browser_and_confirms_it() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(2);
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(2).await;
+    produce(&kafka, 0..10, Some(0)).await;
+    let middle = a_moment_between().await;
+    produce(&kafka, 10..22, Some(0)).await;
+    app.wait_committed(&kafka, &[22, -1]).await;
+    let admin = app.handle.admin_addr.to_string();
+
+    let browser = Browser::start().await;
+    browser
+        .goto(&format!("http://{admin}/login?next=/partitions/0"))
+        .await;
+    browser.wait_for_element("#token").await;
+    browser.type_into("#token", TOKEN).await;
+    browser.click("#sign-in").await;
+    browser.wait_for_element("#rewind-to").await;
+    browser.type_into("#rewind-to", &at(middle)).await;
+    browser.click("#rewind-preview").await;
+
+    browser.wait_for_element("#rewind-plan").await;
+    assert_eq!(
+        browser
+            .text("#rewind-plan tr[data-partition='0'] .replay")
+            .await,
+        "12"
+    );
+    assert!(
+        browser
+            .text("#rewind-total")
+            .await
+            .starts_with("12 records"),
+        "{}",
+        browser.text("#rewind-total").await
+    );
+    assert_eq!(
+        redeliveries(&app).await,
+        0,
+        "nothing happens before the confirmation"
+    );
+    browser.click("#confirm-rewind").await;
+
+    browser.wait_for_element("#rewind-done").await;
+    let row = browser.text("#rewind-result tr[data-partition='0']").await;
+    assert!(row.contains("rewound"), "{row}");
+    wait_for(
+        Duration::from_secs(30),
+        "the twelve replayed records to be redeliveries",
+        || async { (redeliveries(&app).await == 12).then_some(()) },
+    )
+    .await;
+    app.wait_committed(&kafka, &[22, -1]).await;
+    assert_stored_once(&db, 22).await;
+
+    browser.click("#rewind-back").await;
+    browser.wait_for_element("#partition-state").await;
+    assert!(
+        browser
+            .source()
+            .await
+            .contains("ok: 22 -&gt; 10 (12 offsets replayed)"),
+        "the partition page lists the rewind among its operator actions"
+    );
+    app.shutdown().await;
+}
