@@ -16,19 +16,23 @@ pub struct Backoff {
     pub jitter: f64,
 }
 
-impl Default for Backoff {
-    /// 100 ms, doubling up to 30 s, ±20 % jitter.
-    fn default() -> Self {
+impl Backoff {
+    /// The growth factor of [`Backoff::new`].
+    pub const MULTIPLIER: f64 = 2.0;
+    /// The jitter of [`Backoff::new`].
+    pub const JITTER: f64 = 0.2;
+
+    /// From `initial`, doubling up to `max`, ±20 % jitter (the configurable part of the
+    /// service's retries is `initial` and `max`).
+    pub fn new(initial: Duration, max: Duration) -> Self {
         Self {
-            initial: Duration::from_millis(100),
-            max: Duration::from_secs(30),
-            multiplier: 2.0,
-            jitter: 0.2,
+            initial,
+            max,
+            multiplier: Self::MULTIPLIER,
+            jitter: Self::JITTER,
         }
     }
-}
 
-impl Backoff {
     /// Delay before retry number `attempt` (1 = first retry; 0 counts as 1), without jitter:
     /// `initial * multiplier^(attempt - 1)`, capped at `max`. Never overflows or panics.
     pub fn base_delay(&self, attempt: u32) -> Duration {
@@ -93,9 +97,14 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// 100 ms, doubling up to 30 s, ±20 % jitter.
+    fn standard() -> Backoff {
+        Backoff::new(100 * MS, Duration::from_secs(30))
+    }
+
     #[test]
-    fn the_default_is_100_ms_doubling_up_to_30_s_with_20_percent_jitter() {
-        let backoff = Backoff::default();
+    fn new_doubles_with_20_percent_jitter() {
+        let backoff = standard();
         assert_eq!(backoff.initial, 100 * MS);
         assert_eq!(backoff.max, Duration::from_secs(30));
         assert_eq!(backoff.multiplier, 2.0);
@@ -105,7 +114,7 @@ mod tests {
 
     #[test]
     fn the_base_delay_doubles_from_the_initial_delay_until_the_cap() {
-        let backoff = Backoff::default();
+        let backoff = standard();
         let delays: Vec<Duration> = (1..=11)
             .map(|attempt| backoff.base_delay(attempt))
             .collect();
@@ -119,20 +128,20 @@ mod tests {
 
     #[test]
     fn attempt_zero_counts_as_the_first_retry() {
-        let backoff = Backoff::default();
+        let backoff = standard();
         assert_eq!(backoff.base_delay(0), backoff.base_delay(1));
     }
 
     #[test]
     fn a_huge_attempt_stays_at_the_cap_without_panicking() {
-        let backoff = Backoff::default();
+        let backoff = standard();
         assert_eq!(backoff.base_delay(u32::MAX), backoff.max);
         assert!(backoff.delay(u32::MAX, 0.999_999) <= backoff.max);
     }
 
     #[test]
     fn jitter_spans_the_range_around_the_base_delay() {
-        let backoff = Backoff::default();
+        let backoff = standard();
         assert_eq!(backoff.delay(2, 0.0), 160 * MS);
         assert_eq!(backoff.delay(2, 0.5), 200 * MS);
         assert_eq!(backoff.delay(2, 0.75), 220 * MS);
@@ -140,7 +149,7 @@ mod tests {
 
     #[test]
     fn jitter_never_raises_a_capped_delay_above_the_cap() {
-        let backoff = Backoff::default();
+        let backoff = standard();
         assert_eq!(backoff.delay(20, 0.99), backoff.max);
         assert_eq!(backoff.delay(20, 0.0), Duration::from_secs(24));
     }
@@ -149,7 +158,7 @@ mod tests {
     fn without_jitter_the_delay_is_the_base_delay() {
         let backoff = Backoff {
             jitter: 0.0,
-            ..Backoff::default()
+            ..standard()
         };
         for attempt in 0..12 {
             assert_eq!(backoff.delay(attempt, 0.37), backoff.base_delay(attempt));
@@ -158,7 +167,7 @@ mod tests {
 
     #[test]
     fn a_random_delay_stays_within_the_jitter_range() {
-        let backoff = Backoff::default();
+        let backoff = standard();
         for _ in 0..100 {
             let delay = backoff.delay_random(3);
             assert!((320 * MS..=480 * MS).contains(&delay), "{delay:?}");
@@ -167,7 +176,7 @@ mod tests {
 
     #[test]
     fn validation_names_the_bad_field() {
-        let good = Backoff::default();
+        let good = standard();
         let cases = [
             (
                 Backoff {
@@ -243,11 +252,11 @@ mod tests {
         let nan = Backoff {
             multiplier: f64::NAN,
             jitter: f64::NAN,
-            ..Backoff::default()
+            ..standard()
         };
         let shrinking = Backoff {
             multiplier: -3.0,
-            ..Backoff::default()
+            ..standard()
         };
         for backoff in [nan, shrinking] {
             for attempt in [0, 1, 2, 3, 1_000, u32::MAX] {

@@ -92,7 +92,7 @@ impl Application {
         kafka_config
             .create_native_config()
             .map_err(kafka_config_error)?;
-        let pool = db::pool(&settings.database_url, runtime.db_pool_size)?;
+        let pool = db::pool(settings.database_url.expose(), runtime.db_pool_size)?;
         let report = crate::inbox::migrate_pool(&pool).await?;
         if !report.applied.is_empty() {
             tracing::info!(applied = ?report.applied, "database migrated");
@@ -167,7 +167,7 @@ impl Application {
             supervisor: supervisor.clone(),
             monitor,
             pool: pool.clone(),
-            pages_pool: admin::pool::pool(&settings.database_url, admin)?,
+            pages_pool: admin::pool::pool(settings.database_url.expose(), admin)?,
             metrics: metrics.clone(),
             auth: Auth::new(
                 admin,

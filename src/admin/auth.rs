@@ -14,7 +14,8 @@ use actix_web::http::header;
 
 use super::sessions::{MAX_SESSIONS, SessionRules, Sessions};
 use super::throttle::{self, Throttle, ThrottleRules};
-use crate::config::admin::{AdminSettings, Secret};
+use crate::config::Secret;
+use crate::config::admin::AdminSettings;
 use crate::metrics::Metrics;
 
 /// Why a request may not read or act.

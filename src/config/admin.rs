@@ -2,102 +2,68 @@
 //! needs a sign-in, the session cookie, and the admin pages' own database pool. The flags are
 //! flattened into `run`'s; each check names the key to fix.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
-use crate::config::ConfigError;
+use super::{ConfigError, Secret, defaults, key, parse_duration, parse_secret};
 
 /// Characters an admin token has at least.
 pub const MIN_TOKEN_CHARS: usize = 16;
-
-const TOKEN_KEY: &str = "--admin-token / HISTORY_ADMIN_TOKEN";
-const TOKEN_FILE_KEY: &str = "--admin-token-file / HISTORY_ADMIN_TOKEN_FILE";
-
-/// A secret string: never shown by `Debug` or `Display`; [`Secret::expose`] is the one way out.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(value: &str) -> Secret {
-        Secret::new(value)
-    }
-}
-
-fn parse_secret(text: &str) -> Result<Secret, String> {
-    Ok(Secret::new(text))
-}
 
 /// The admin flags of `run`.
 #[derive(Debug, Clone, Args)]
 pub struct AdminArgs {
     /// Address of the admin UI and its JSON API (and of /metrics and the health endpoints
     /// unless --metrics-addr moves them).
-    #[arg(long, env = "HISTORY_ADMIN_ADDR", default_value = "127.0.0.1:8080")]
+    #[arg(long = key::ADMIN_ADDR.long, env = key::ADMIN_ADDR.env,
+          default_value = defaults::ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
     /// Address of /metrics, /healthz and /readyz, so that Prometheus can scrape while the admin
     /// UI stays private. Default: the admin address.
-    #[arg(long, env = "HISTORY_METRICS_ADDR")]
+    #[arg(long = key::METRICS_ADDR.long, env = key::METRICS_ADDR.env)]
     pub metrics_addr: Option<SocketAddr>,
     /// Token that unlocks admin actions (at least 16 characters); without one the admin UI is
     /// read-only. Prefer the environment variable or --admin-token-file: a flag is visible to
     /// every local user in /proc/<pid>/cmdline.
-    #[arg(long, env = "HISTORY_ADMIN_TOKEN", hide_env_values = true,
+    #[arg(long = key::ADMIN_TOKEN.long, env = key::ADMIN_TOKEN.env, hide_env_values = true,
           value_parser = parse_secret, conflicts_with = "admin_token_file")]
     pub admin_token: Option<Secret>,
     /// A file holding the admin token (a trailing newline is ignored), e.g. a mounted secret.
-    #[arg(long, env = "HISTORY_ADMIN_TOKEN_FILE", value_name = "PATH")]
+    #[arg(long = key::ADMIN_TOKEN_FILE.long, env = key::ADMIN_TOKEN_FILE.env,
+          value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
     /// Require a sign-in (or the bearer token) for reading the pages and the JSON API too, not
     /// only for acting; /metrics, /healthz and /readyz stay open. Needs a token.
-    #[arg(long, env = "HISTORY_ADMIN_READ_AUTH")]
+    #[arg(long = key::ADMIN_READ_AUTH.long, env = key::ADMIN_READ_AUTH.env)]
     pub admin_read_auth: bool,
     /// Mark the session cookie `Secure` (with the `__Host-` prefix): only for an admin UI served
     /// over HTTPS, e.g. behind a TLS-terminating proxy.
-    #[arg(long, env = "HISTORY_ADMIN_SECURE_COOKIE")]
+    #[arg(long = key::ADMIN_SECURE_COOKIE.long, env = key::ADMIN_SECURE_COOKIE.env)]
     pub admin_secure_cookie: bool,
-    /// A session not used for this many seconds ends.
-    #[arg(long, env = "HISTORY_ADMIN_SESSION_IDLE_SECS", default_value_t = 30 * 60)]
-    pub admin_session_idle_secs: u64,
-    /// A session ends this many seconds after sign-in, used or not.
-    #[arg(long, env = "HISTORY_ADMIN_SESSION_MAX_SECS", default_value_t = 12 * 3600)]
-    pub admin_session_max_secs: u64,
+    /// A session not used for this long ends.
+    #[arg(long = key::ADMIN_SESSION_IDLE.long, env = key::ADMIN_SESSION_IDLE.env,
+          default_value = defaults::ADMIN_SESSION_IDLE, value_parser = parse_duration)]
+    pub admin_session_idle: Duration,
+    /// A session ends this long after sign-in, used or not.
+    #[arg(long = key::ADMIN_SESSION_MAX.long, env = key::ADMIN_SESSION_MAX.env,
+          default_value = defaults::ADMIN_SESSION_MAX, value_parser = parse_duration)]
+    pub admin_session_max: Duration,
     /// PostgreSQL connections of the admin pages (apart from the consumer's --db-pool-size).
-    #[arg(long, env = "HISTORY_ADMIN_DB_POOL_SIZE", default_value_t = 2)]
+    #[arg(long = key::ADMIN_DB_POOL_SIZE.long, env = key::ADMIN_DB_POOL_SIZE.env,
+          default_value_t = defaults::ADMIN_DB_POOL_SIZE)]
     pub admin_db_pool_size: usize,
-    /// Longest an admin page's query may run, in milliseconds (PostgreSQL statement_timeout).
-    #[arg(
-        long,
-        env = "HISTORY_ADMIN_STATEMENT_TIMEOUT_MS",
-        default_value_t = 2000
-    )]
-    pub admin_statement_timeout_ms: u64,
+    /// Longest an admin page's query may run (PostgreSQL statement_timeout).
+    #[arg(long = key::ADMIN_STATEMENT_TIMEOUT.long, env = key::ADMIN_STATEMENT_TIMEOUT.env,
+          default_value = defaults::ADMIN_STATEMENT_TIMEOUT, value_parser = parse_duration)]
+    pub admin_statement_timeout: Duration,
     /// Page loads per second of readers who did not sign in, over all addresses (twice that at
     /// once; half of it per address); beyond, 429. 0: no limit.
-    #[arg(
-        long,
-        env = "HISTORY_ADMIN_ANONYMOUS_READS_PER_SEC",
-        default_value_t = 20
-    )]
+    #[arg(long = key::ADMIN_ANONYMOUS_READS_PER_SEC.long,
+          env = key::ADMIN_ANONYMOUS_READS_PER_SEC.env,
+          default_value_t = defaults::ADMIN_ANONYMOUS_READS_PER_SEC)]
     pub admin_anonymous_reads_per_sec: u32,
 }
 
@@ -119,18 +85,21 @@ pub struct AdminSettings {
 }
 
 impl Default for AdminSettings {
+    /// What `run` uses when no admin flag is given ([`defaults`]).
     fn default() -> Self {
         AdminSettings {
-            addr: ([127, 0, 0, 1], 8080).into(),
+            addr: defaults::ADMIN_ADDR
+                .parse()
+                .expect("the default admin address parses"),
             metrics_addr: None,
             token: None,
             read_auth: false,
             secure_cookie: false,
-            session_idle: Duration::from_secs(30 * 60),
-            session_max: Duration::from_secs(12 * 3600),
-            db_pool_size: 2,
-            statement_timeout: Duration::from_secs(2),
-            anonymous_reads_per_sec: 20,
+            session_idle: defaults::duration(defaults::ADMIN_SESSION_IDLE),
+            session_max: defaults::duration(defaults::ADMIN_SESSION_MAX),
+            db_pool_size: defaults::ADMIN_DB_POOL_SIZE,
+            statement_timeout: defaults::duration(defaults::ADMIN_STATEMENT_TIMEOUT),
+            anonymous_reads_per_sec: defaults::ADMIN_ANONYMOUS_READS_PER_SEC,
         }
     }
 }
@@ -141,7 +110,7 @@ impl AdminSettings {
         let token = match (&args.admin_token, &args.admin_token_file) {
             (Some(_), Some(_)) => {
                 return Err(ConfigError::new(
-                    format!("{TOKEN_KEY} and {TOKEN_FILE_KEY}"),
+                    format!("{} and {}", key::ADMIN_TOKEN, key::ADMIN_TOKEN_FILE),
                     "give the token one way only",
                 ));
             }
@@ -160,10 +129,10 @@ impl AdminSettings {
             token,
             read_auth: args.admin_read_auth,
             secure_cookie: args.admin_secure_cookie,
-            session_idle: Duration::from_secs(args.admin_session_idle_secs),
-            session_max: Duration::from_secs(args.admin_session_max_secs),
+            session_idle: args.admin_session_idle,
+            session_max: args.admin_session_max,
             db_pool_size: args.admin_db_pool_size,
-            statement_timeout: Duration::from_millis(args.admin_statement_timeout_ms),
+            statement_timeout: args.admin_statement_timeout,
             anonymous_reads_per_sec: args.admin_anonymous_reads_per_sec,
         };
         settings.validate()?;
@@ -180,40 +149,45 @@ impl AdminSettings {
     /// Checks that name the key to fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if let Some(token) = &self.token {
-            check_token(token.expose()).map_err(|message| ConfigError::new(TOKEN_KEY, message))?;
+            check_token(token.expose())
+                .map_err(|message| ConfigError::at(key::ADMIN_TOKEN, message))?;
         }
         if self.read_auth && self.token.is_none() {
-            return Err(ConfigError::new(
-                "--admin-read-auth / HISTORY_ADMIN_READ_AUTH",
-                format!("needs {TOKEN_KEY} or {TOKEN_FILE_KEY}: nobody could sign in to read"),
+            return Err(ConfigError::at(
+                key::ADMIN_READ_AUTH,
+                format!(
+                    "needs {} or {}: nobody could sign in to read",
+                    key::ADMIN_TOKEN,
+                    key::ADMIN_TOKEN_FILE
+                ),
             ));
         }
         if self.session_idle.is_zero() {
-            return Err(ConfigError::new(
-                "--admin-session-idle-secs / HISTORY_ADMIN_SESSION_IDLE_SECS",
-                "must be at least 1",
+            return Err(ConfigError::at(
+                key::ADMIN_SESSION_IDLE,
+                "must be longer than zero",
             ));
         }
         if self.session_max < self.session_idle {
-            return Err(ConfigError::new(
-                "--admin-session-max-secs / HISTORY_ADMIN_SESSION_MAX_SECS",
+            return Err(ConfigError::at(
+                key::ADMIN_SESSION_MAX,
                 format!(
-                    "{} s is shorter than the idle limit ({} s)",
-                    self.session_max.as_secs(),
-                    self.session_idle.as_secs()
+                    "{} is shorter than the idle limit ({})",
+                    humantime::format_duration(self.session_max),
+                    humantime::format_duration(self.session_idle)
                 ),
             ));
         }
         if self.db_pool_size == 0 {
-            return Err(ConfigError::new(
-                "--admin-db-pool-size / HISTORY_ADMIN_DB_POOL_SIZE",
+            return Err(ConfigError::at(
+                key::ADMIN_DB_POOL_SIZE,
                 "must be at least 1",
             ));
         }
         if self.statement_timeout < Duration::from_millis(10) {
-            return Err(ConfigError::new(
-                "--admin-statement-timeout-ms / HISTORY_ADMIN_STATEMENT_TIMEOUT_MS",
-                "must be at least 10",
+            return Err(ConfigError::at(
+                key::ADMIN_STATEMENT_TIMEOUT,
+                "must be at least 10ms",
             ));
         }
         Ok(())
@@ -234,15 +208,15 @@ fn check_token(token: &str) -> Result<(), String> {
 
 fn read_token_file(path: &std::path::Path) -> Result<Secret, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|error| {
-        ConfigError::new(
-            TOKEN_FILE_KEY,
+        ConfigError::at(
+            key::ADMIN_TOKEN_FILE,
             format!("cannot read {}: {error}", path.display()),
         )
     })?;
     let token = text.trim_end_matches(['\n', '\r']);
     check_token(token).map_err(|message| {
-        ConfigError::new(
-            TOKEN_FILE_KEY,
+        ConfigError::at(
+            key::ADMIN_TOKEN_FILE,
             format!("the token in {}: {message}", path.display()),
         )
     })?;

@@ -1,30 +1,45 @@
 //! The service's settings: the `run` and `migrate` flags and the typed settings tree they
 //! produce, with the checks that name the offending key when a value is wrong.
 //!
-//! Every `run` flag can also come from an environment variable (`HISTORY_*`); flags win.
+//! Every `run` flag can also come from an environment variable (`HISTORY_*`); flags win. Every
+//! setting's names are in [`key`], every default in [`defaults`]; durations are written as
+//! people write them (`100ms`, `40s`, `2m`, `12h`).
 
 use std::time::Duration;
 
 use clap::Args;
 
 pub mod admin;
+pub mod defaults;
+pub mod key;
 pub mod recovery;
+mod secret;
+
+pub use key::Key;
+pub use secret::{Secret, parse_secret};
 
 use crate::backoff::Backoff;
 use crate::stuck::StuckRules;
 use admin::{AdminArgs, AdminSettings};
 
+/// A duration as people write it: `100ms`, `40s`, `2m`, `1h 30m`. A number alone is refused:
+/// its unit would be a guess.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|error| format!("{error} (write a duration with its unit, e.g. 500ms, 40s, 2m)"))
+}
+
 /// Where the Kafka topic is and which consumer group to join.
 #[derive(Debug, Clone, Args)]
 pub struct KafkaArgs {
     /// Kafka bootstrap servers, comma separated.
-    #[arg(long, env = "HISTORY_KAFKA_BROKERS", default_value = "localhost:9092")]
+    #[arg(long = key::BROKERS.long, env = key::BROKERS.env, default_value = defaults::BROKERS)]
     pub brokers: String,
     /// The topic of ticket status events.
-    #[arg(long, env = "HISTORY_KAFKA_TOPIC", default_value = "tickets.status.v1")]
+    #[arg(long = key::TOPIC.long, env = key::TOPIC.env, default_value = defaults::TOPIC)]
     pub topic: String,
     /// The consumer group; run more instances with the same group to scale out.
-    #[arg(long, env = "HISTORY_KAFKA_GROUP", default_value = "history")]
+    #[arg(long = key::GROUP.long, env = key::GROUP.env, default_value = defaults::GROUP)]
     pub group: String,
     /// A librdkafka property as key=value (repeatable), e.g. `session.timeout.ms=10000`.
     #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
@@ -34,8 +49,9 @@ pub struct KafkaArgs {
 #[derive(Debug, Clone, Args)]
 pub struct MigrateArgs {
     /// PostgreSQL URL of the service's own database, e.g. postgres://user:pw@host/history.
-    #[arg(long, env = "HISTORY_DATABASE_URL")]
-    pub database_url: String,
+    #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
+          value_parser = parse_secret)]
+    pub database_url: Secret,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -43,8 +59,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
     /// PostgreSQL URL of the service's own database, e.g. postgres://user:pw@host/history.
-    #[arg(long, env = "HISTORY_DATABASE_URL")]
-    pub database_url: String,
+    #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
+          value_parser = parse_secret)]
+    pub database_url: Secret,
     #[command(flatten)]
     pub admin: AdminArgs,
     #[command(flatten)]
@@ -54,57 +71,70 @@ pub struct RunArgs {
 /// Knobs with sensible defaults.
 #[derive(Debug, Clone, Args)]
 pub struct TuningArgs {
-    /// Unresolved (Unknown) records a partition may hold before it is paused at the consumer.
-    #[arg(long, env = "HISTORY_MAX_UNRESOLVED", default_value_t = 1000)]
+    /// Unknown records a partition holds for retrying; at the bound it takes no new ones.
+    #[arg(long = key::MAX_UNRESOLVED.long, env = key::MAX_UNRESOLVED.env,
+          default_value_t = defaults::MAX_UNRESOLVED)]
     pub max_unresolved: usize,
-    /// First retry delay of an Unknown record, in milliseconds.
-    #[arg(long, env = "HISTORY_RETRY_INITIAL_MS", default_value_t = 100)]
-    pub retry_initial_ms: u64,
-    /// Longest retry delay of an Unknown record, in milliseconds.
-    #[arg(long, env = "HISTORY_RETRY_MAX_MS", default_value_t = 10_000)]
-    pub retry_max_ms: u64,
-    /// How often moved watermarks are committed to Kafka, in milliseconds.
-    #[arg(long, env = "HISTORY_COMMIT_INTERVAL_MS", default_value_t = 1000)]
-    pub commit_interval_ms: u64,
-    /// How long a revoked partition may take to drain, in milliseconds; must be shorter than
-    /// the group's session.timeout.ms.
-    #[arg(long, env = "HISTORY_DRAIN_TIMEOUT_MS", default_value_t = 5000)]
-    pub drain_timeout_ms: u64,
+    /// First retry delay of an Unknown record.
+    #[arg(long = key::RETRY_INITIAL.long, env = key::RETRY_INITIAL.env,
+          default_value = defaults::RETRY_INITIAL, value_parser = parse_duration)]
+    pub retry_initial: Duration,
+    /// Longest retry delay of an Unknown record.
+    #[arg(long = key::RETRY_MAX.long, env = key::RETRY_MAX.env,
+          default_value = defaults::RETRY_MAX, value_parser = parse_duration)]
+    pub retry_max: Duration,
+    /// How often moved watermarks are committed to Kafka.
+    #[arg(long = key::COMMIT_INTERVAL.long, env = key::COMMIT_INTERVAL.env,
+          default_value = defaults::COMMIT_INTERVAL, value_parser = parse_duration)]
+    pub commit_interval: Duration,
+    /// How long a revoked partition may take to drain; must be shorter than the group's
+    /// session.timeout.ms.
+    #[arg(long = key::DRAIN_TIMEOUT.long, env = key::DRAIN_TIMEOUT.env,
+          default_value = defaults::DRAIN_TIMEOUT, value_parser = parse_duration)]
+    pub drain_timeout: Duration,
     /// Connections to PostgreSQL.
-    #[arg(long, env = "HISTORY_DB_POOL_SIZE", default_value_t = 16)]
+    #[arg(long = key::DB_POOL_SIZE.long, env = key::DB_POOL_SIZE.env,
+          default_value_t = defaults::DB_POOL_SIZE)]
     pub db_pool_size: usize,
     /// Largest accepted record value in bytes; larger records are dead-lettered.
-    #[arg(long, env = "HISTORY_MAX_PAYLOAD_BYTES", default_value_t = 256 * 1024)]
+    #[arg(long = key::MAX_PAYLOAD_BYTES.long, env = key::MAX_PAYLOAD_BYTES.env,
+          default_value_t = defaults::MAX_PAYLOAD_BYTES)]
     pub max_payload_bytes: usize,
     /// Records a partition actor holds or has asked for (its window), and the records
     /// librdkafka prefetches for each partition beyond that (`queued.min.messages`).
-    #[arg(long, env = "HISTORY_PARTITION_QUEUE", default_value_t = 1024)]
+    #[arg(long = key::PARTITION_QUEUE.long, env = key::PARTITION_QUEUE.env,
+          default_value_t = defaults::PARTITION_QUEUE)]
     pub partition_queue: usize,
     /// KiB librdkafka prefetches for each assigned partition at most
     /// (`queued.max.messages.kbytes` and `max.partition.fetch.bytes`). A partition that takes
     /// no records (database down, operator pause) stops being fetched there. Bounds memory
     /// together with --partition-queue and --max-unresolved.
-    #[arg(long, env = "HISTORY_PARTITION_FETCH_KB", default_value_t = 512)]
+    #[arg(long = key::PARTITION_FETCH_KB.long, env = key::PARTITION_FETCH_KB.env,
+          default_value_t = defaults::PARTITION_FETCH_KB)]
     pub partition_fetch_kb: usize,
     /// The longest one inbox transaction (or dead-letter insert) may take before its outcome
-    /// counts as Unknown and it is retried, in milliseconds.
-    #[arg(long, env = "HISTORY_WORK_TIMEOUT_MS", default_value_t = 30_000)]
-    pub work_timeout_ms: u64,
+    /// counts as Unknown and it is retried.
+    #[arg(long = key::WORK_TIMEOUT.long, env = key::WORK_TIMEOUT.env,
+          default_value = defaults::WORK_TIMEOUT, value_parser = parse_duration)]
+    pub work_timeout: Duration,
     /// Records resolved together in one inbox transaction (1: one transaction per record,
-    /// exactly the SPEC §4 contract).
-    #[arg(long, env = "HISTORY_BATCH_SIZE", default_value_t = 256)]
+    /// exactly the contract's one-event path).
+    #[arg(long = key::BATCH_SIZE.long, env = key::BATCH_SIZE.env,
+          default_value_t = defaults::BATCH_SIZE)]
     pub batch_size: usize,
     /// How long a partition waits for a batch to fill once it has fewer records than
-    /// `--batch-size` ready, in milliseconds.
-    #[arg(long, env = "HISTORY_BATCH_LINGER_MS", default_value_t = 2)]
-    pub batch_linger_ms: u64,
-    /// A partition whose oldest Unknown record is older than this (seconds) is stuck.
-    #[arg(long, env = "HISTORY_STUCK_UNKNOWN_SECS", default_value_t = 60)]
-    pub stuck_unknown_secs: u64,
-    /// A partition whose watermark has not moved for this long (seconds) while records wait
-    /// is stuck.
-    #[arg(long, env = "HISTORY_STALL_SECS", default_value_t = 120)]
-    pub stall_secs: u64,
+    /// `--batch-size` ready.
+    #[arg(long = key::BATCH_LINGER.long, env = key::BATCH_LINGER.env,
+          default_value = defaults::BATCH_LINGER, value_parser = parse_duration)]
+    pub batch_linger: Duration,
+    /// A partition whose oldest Unknown record is older than this is stuck.
+    #[arg(long = key::STUCK_UNKNOWN.long, env = key::STUCK_UNKNOWN.env,
+          default_value = defaults::STUCK_UNKNOWN, value_parser = parse_duration)]
+    pub stuck_unknown: Duration,
+    /// A partition whose watermark has not moved for this long while records wait is stuck.
+    #[arg(long = key::STALL.long, env = key::STALL.env,
+          default_value = defaults::STALL, value_parser = parse_duration)]
+    pub stall: Duration,
 }
 
 pub(crate) fn parse_kafka_option(text: &str) -> Result<(String, String), String> {
@@ -130,6 +160,11 @@ impl ConfigError {
             key: key.into(),
             message: message.into(),
         }
+    }
+
+    /// An error of the setting `key`.
+    pub fn at(key: Key, message: impl Into<String>) -> Self {
+        ConfigError::new(key.to_string(), message)
     }
 }
 
@@ -179,7 +214,7 @@ impl KafkaSettings {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub kafka: KafkaSettings,
-    pub database_url: String,
+    pub database_url: Secret,
     pub admin: AdminSettings,
     pub runtime: RuntimeSettings,
 }
@@ -203,25 +238,57 @@ pub struct RuntimeSettings {
 }
 
 impl Default for RuntimeSettings {
+    /// What `run` uses when no flag is given ([`defaults`]).
     fn default() -> Self {
+        use defaults::duration;
         RuntimeSettings {
-            max_unresolved: 1000,
-            retry: Backoff {
-                max: Duration::from_secs(10),
-                ..Backoff::default()
+            max_unresolved: defaults::MAX_UNRESOLVED,
+            retry: Backoff::new(
+                duration(defaults::RETRY_INITIAL),
+                duration(defaults::RETRY_MAX),
+            ),
+            commit_interval: duration(defaults::COMMIT_INTERVAL),
+            drain_timeout: duration(defaults::DRAIN_TIMEOUT),
+            db_pool_size: defaults::DB_POOL_SIZE,
+            max_payload_bytes: defaults::MAX_PAYLOAD_BYTES,
+            partition_queue: defaults::PARTITION_QUEUE,
+            partition_fetch_kb: defaults::PARTITION_FETCH_KB,
+            work_timeout: duration(defaults::WORK_TIMEOUT),
+            batch_size: defaults::BATCH_SIZE,
+            batch_linger: duration(defaults::BATCH_LINGER),
+            stuck: StuckRules {
+                unknown_age: duration(defaults::STUCK_UNKNOWN),
+                stall: duration(defaults::STALL),
             },
-            commit_interval: Duration::from_secs(1),
-            drain_timeout: Duration::from_secs(5),
-            db_pool_size: 16,
-            max_payload_bytes: 256 * 1024,
-            partition_queue: 1024,
-            partition_fetch_kb: 512,
-            work_timeout: Duration::from_secs(30),
-            batch_size: 256,
-            batch_linger: Duration::from_millis(2),
-            stuck: StuckRules::default(),
         }
     }
+}
+
+impl RuntimeSettings {
+    fn from_args(tuning: TuningArgs) -> RuntimeSettings {
+        RuntimeSettings {
+            max_unresolved: tuning.max_unresolved,
+            retry: Backoff::new(tuning.retry_initial, tuning.retry_max),
+            commit_interval: tuning.commit_interval,
+            drain_timeout: tuning.drain_timeout,
+            db_pool_size: tuning.db_pool_size,
+            max_payload_bytes: tuning.max_payload_bytes,
+            partition_queue: tuning.partition_queue,
+            partition_fetch_kb: tuning.partition_fetch_kb,
+            work_timeout: tuning.work_timeout,
+            batch_size: tuning.batch_size,
+            batch_linger: tuning.batch_linger,
+            stuck: StuckRules {
+                unknown_age: tuning.stuck_unknown,
+                stall: tuning.stall,
+            },
+        }
+    }
+}
+
+/// A duration as errors show it.
+fn shown(duration: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(duration)
 }
 
 impl Settings {
@@ -233,32 +300,11 @@ impl Settings {
             group: args.kafka.group,
             options: args.kafka.kafka_options,
         };
-        let tuning = args.tuning;
         let settings = Settings {
             kafka,
             database_url: args.database_url,
             admin: AdminSettings::from_args(args.admin)?,
-            runtime: RuntimeSettings {
-                max_unresolved: tuning.max_unresolved,
-                retry: Backoff {
-                    initial: Duration::from_millis(tuning.retry_initial_ms),
-                    max: Duration::from_millis(tuning.retry_max_ms),
-                    ..Backoff::default()
-                },
-                commit_interval: Duration::from_millis(tuning.commit_interval_ms),
-                drain_timeout: Duration::from_millis(tuning.drain_timeout_ms),
-                db_pool_size: tuning.db_pool_size,
-                max_payload_bytes: tuning.max_payload_bytes,
-                partition_queue: tuning.partition_queue,
-                partition_fetch_kb: tuning.partition_fetch_kb,
-                work_timeout: Duration::from_millis(tuning.work_timeout_ms),
-                batch_size: tuning.batch_size,
-                batch_linger: Duration::from_millis(tuning.batch_linger_ms),
-                stuck: StuckRules {
-                    unknown_age: Duration::from_secs(tuning.stuck_unknown_secs),
-                    stall: Duration::from_secs(tuning.stall_secs),
-                },
-            },
+            runtime: RuntimeSettings::from_args(args.tuning),
         };
         settings.validate()?;
         Ok(settings)
@@ -267,130 +313,103 @@ impl Settings {
     /// Cross-field checks; each error names the key to fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let kafka = &self.kafka;
-        if kafka.brokers.trim().is_empty() {
-            return Err(ConfigError::new(
-                "--brokers / HISTORY_KAFKA_BROKERS",
-                "must not be empty",
-            ));
+        for (value, key) in [
+            (&kafka.brokers, key::BROKERS),
+            (&kafka.topic, key::TOPIC),
+            (&kafka.group, key::GROUP),
+        ] {
+            if value.trim().is_empty() {
+                return Err(ConfigError::at(key, "must not be empty"));
+            }
         }
-        if kafka.topic.trim().is_empty() {
-            return Err(ConfigError::new(
-                "--topic / HISTORY_KAFKA_TOPIC",
-                "must not be empty",
-            ));
-        }
-        if kafka.group.trim().is_empty() {
-            return Err(ConfigError::new(
-                "--group / HISTORY_KAFKA_GROUP",
-                "must not be empty",
-            ));
-        }
-        for (key, _) in &kafka.options {
-            if RESERVED_KAFKA_OPTIONS.contains(&key.as_str()) {
+        for (option, _) in &kafka.options {
+            if RESERVED_KAFKA_OPTIONS.contains(&option.as_str()) {
                 return Err(ConfigError::new(
-                    format!("--kafka-option {key}"),
+                    format!("--kafka-option {option}"),
                     "is set by the service itself (use --brokers/--group; offsets are committed \
                      only past resolved records)",
                 ));
             }
         }
-        if self.database_url.trim().is_empty() {
-            return Err(ConfigError::new(
-                "--database-url / HISTORY_DATABASE_URL",
-                "must not be empty",
-            ));
+        if self.database_url.expose().trim().is_empty() {
+            return Err(ConfigError::at(key::DATABASE_URL, "must not be empty"));
         }
-        crate::db::client_config(&self.database_url).map_err(|e| {
-            ConfigError::new(
-                "--database-url / HISTORY_DATABASE_URL",
-                crate::error_text::chain(&e),
-            )
-        })?;
+        crate::db::client_config(self.database_url.expose())
+            .map_err(|e| ConfigError::at(key::DATABASE_URL, crate::error_text::chain(&e)))?;
         self.admin.validate()?;
-        let rt = &self.runtime;
-        if rt.max_unresolved == 0 {
-            return Err(ConfigError::new(
-                "--max-unresolved / HISTORY_MAX_UNRESOLVED",
-                "must be at least 1",
-            ));
+        self.runtime.validate(kafka)
+    }
+}
+
+impl RuntimeSettings {
+    /// Checks that need no Kafka setting but the session timeout; each names its key.
+    pub fn validate(&self, kafka: &KafkaSettings) -> Result<(), ConfigError> {
+        let at_least_one = [
+            (self.max_unresolved, key::MAX_UNRESOLVED),
+            (self.db_pool_size, key::DB_POOL_SIZE),
+            (self.partition_queue, key::PARTITION_QUEUE),
+        ];
+        for (value, key) in at_least_one {
+            if value == 0 {
+                return Err(ConfigError::at(key, "must be at least 1"));
+            }
         }
-        rt.retry.validate().map_err(|field| {
-            let key = match field {
-                "max" => "--retry-max-ms / HISTORY_RETRY_MAX_MS",
-                _ => "--retry-initial-ms / HISTORY_RETRY_INITIAL_MS",
+        let not_zero = [
+            (self.retry.initial, key::RETRY_INITIAL),
+            (self.commit_interval, key::COMMIT_INTERVAL),
+            (self.work_timeout, key::WORK_TIMEOUT),
+            (self.stuck.unknown_age, key::STUCK_UNKNOWN),
+            (self.stuck.stall, key::STALL),
+        ];
+        for (value, key) in not_zero {
+            if value.is_zero() {
+                return Err(ConfigError::at(key, "must be longer than zero"));
+            }
+        }
+        self.retry.validate().map_err(|field| {
+            let key = if field == "max" {
+                key::RETRY_MAX
+            } else {
+                key::RETRY_INITIAL
             };
-            ConfigError::new(
+            ConfigError::at(
                 key,
                 format!("retry {field} is out of range (initial > 0, max >= initial)"),
             )
         })?;
-        if rt.commit_interval.is_zero() {
-            return Err(ConfigError::new(
-                "--commit-interval-ms / HISTORY_COMMIT_INTERVAL_MS",
-                "must be at least 1",
-            ));
-        }
         let session = kafka.session_timeout()?;
-        if rt.drain_timeout >= session {
-            return Err(ConfigError::new(
-                "--drain-timeout-ms / HISTORY_DRAIN_TIMEOUT_MS",
+        if self.drain_timeout >= session {
+            return Err(ConfigError::at(
+                key::DRAIN_TIMEOUT,
                 format!(
-                    "{} ms must be shorter than session.timeout.ms ({} ms), or the group evicts \
-                     this member while it drains",
-                    rt.drain_timeout.as_millis(),
-                    session.as_millis()
+                    "{} must be shorter than session.timeout.ms ({}), or the group evicts this \
+                     member while it drains",
+                    shown(self.drain_timeout),
+                    shown(session)
                 ),
             ));
         }
-        if rt.db_pool_size == 0 {
-            return Err(ConfigError::new(
-                "--db-pool-size / HISTORY_DB_POOL_SIZE",
-                "must be at least 1",
-            ));
-        }
-        if rt.partition_fetch_kb == 0 || rt.partition_fetch_kb > 1_048_576 {
-            return Err(ConfigError::new(
-                "--partition-fetch-kb / HISTORY_PARTITION_FETCH_KB",
+        if self.partition_fetch_kb == 0 || self.partition_fetch_kb > 1_048_576 {
+            return Err(ConfigError::at(
+                key::PARTITION_FETCH_KB,
                 "must be between 1 and 1048576",
             ));
         }
-        if rt.work_timeout.is_zero() {
-            return Err(ConfigError::new(
-                "--work-timeout-ms / HISTORY_WORK_TIMEOUT_MS",
-                "must be at least 1",
-            ));
-        }
-        if rt.batch_size == 0 || rt.batch_size > 10_000 {
-            return Err(ConfigError::new(
-                "--batch-size / HISTORY_BATCH_SIZE",
+        if self.batch_size == 0 || self.batch_size > 10_000 {
+            return Err(ConfigError::at(
+                key::BATCH_SIZE,
                 "must be between 1 and 10000",
             ));
         }
-        if rt.partition_queue < rt.batch_size {
-            return Err(ConfigError::new(
-                "--partition-queue / HISTORY_PARTITION_QUEUE",
+        if self.partition_queue < self.batch_size {
+            return Err(ConfigError::at(
+                key::PARTITION_QUEUE,
                 format!(
-                    "{} is smaller than --batch-size {}: batches could never fill",
-                    rt.partition_queue, rt.batch_size
+                    "{} is smaller than {} {}: batches could never fill",
+                    self.partition_queue,
+                    key::BATCH_SIZE,
+                    self.batch_size
                 ),
-            ));
-        }
-        if rt.stuck.unknown_age.is_zero() {
-            return Err(ConfigError::new(
-                "--stuck-unknown-secs / HISTORY_STUCK_UNKNOWN_SECS",
-                "must be at least 1",
-            ));
-        }
-        if rt.stuck.stall.is_zero() {
-            return Err(ConfigError::new(
-                "--stall-secs / HISTORY_STALL_SECS",
-                "must be at least 1",
-            ));
-        }
-        if rt.partition_queue == 0 {
-            return Err(ConfigError::new(
-                "--partition-queue / HISTORY_PARTITION_QUEUE",
-                "must be at least 1",
             ));
         }
         Ok(())
@@ -439,14 +458,14 @@ mod tests {
             "0123456789abcdef",
             "--admin-read-auth",
             "--admin-secure-cookie",
-            "--admin-session-idle-secs",
-            "60",
-            "--admin-session-max-secs",
-            "600",
+            "--admin-session-idle",
+            "1m",
+            "--admin-session-max",
+            "10m",
             "--admin-db-pool-size",
             "3",
-            "--admin-statement-timeout-ms",
-            "500",
+            "--admin-statement-timeout",
+            "500ms",
         ])
         .unwrap();
         let admin = &settings.admin;
@@ -488,6 +507,44 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_written_with_their_unit() {
+        let settings = run_args(&[
+            "--commit-interval",
+            "250ms",
+            "--retry-max",
+            "1m",
+            "--stall",
+            "1h 30m",
+        ])
+        .unwrap();
+        assert_eq!(settings.runtime.commit_interval, Duration::from_millis(250));
+        assert_eq!(settings.runtime.retry.max, Duration::from_secs(60));
+        assert_eq!(settings.runtime.stuck.stall, Duration::from_secs(5400));
+        let error = run_args(&["--commit-interval", "250"]).unwrap_err();
+        assert!(error.contains("unit"), "{error}");
+    }
+
+    #[test]
+    fn the_defaults_without_a_command_line_are_the_command_lines_defaults() {
+        let parsed = run_args(&[]).unwrap();
+        let built = RuntimeSettings::default();
+        assert_eq!(format!("{:?}", parsed.runtime), format!("{built:?}"));
+        assert_eq!(
+            format!("{:?}", parsed.admin),
+            format!("{:?}", AdminSettings::default())
+        );
+    }
+
+    #[test]
+    fn the_database_url_is_never_shown() {
+        let argv = ["run", "--database-url", "postgres://u:hunter2@localhost/db"];
+        let parsed = RunCommand::try_parse_from(argv).unwrap();
+        let settings = Settings::from_run_args(parsed.run).unwrap();
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    #[test]
     fn kafka_options_are_key_value_pairs() {
         let settings = run_args(&[
             "--kafka-option",
@@ -504,7 +561,7 @@ mod tests {
 
     #[test]
     fn each_bad_setting_names_its_key() {
-        let cases: [(&[&str], &str); 12] = [
+        let cases: [(&[&str], &str); 14] = [
             (&["--admin-addr", "nowhere"], "--admin-addr"),
             (
                 &["--kafka-option", "enable.auto.commit=true"],
@@ -513,12 +570,12 @@ mod tests {
             (&["--max-unresolved", "0"], "--max-unresolved"),
             (
                 &[
-                    "--drain-timeout-ms",
-                    "9000",
+                    "--drain-timeout",
+                    "9s",
                     "--kafka-option",
                     "session.timeout.ms=6000",
                 ],
-                "--drain-timeout-ms",
+                "--drain-timeout",
             ),
             (
                 &["--kafka-option", "session.timeout.ms=soon"],
@@ -532,19 +589,16 @@ mod tests {
                 "--admin-token-file",
             ),
             (
-                &[
-                    "--admin-session-idle-secs",
-                    "600",
-                    "--admin-session-max-secs",
-                    "60",
-                ],
-                "--admin-session-max-secs",
+                &["--admin-session-idle", "10m", "--admin-session-max", "1m"],
+                "--admin-session-max",
             ),
             (&["--admin-db-pool-size", "0"], "--admin-db-pool-size"),
             (
                 &["--database-url", "postgres://host:notaport/db"],
                 "--database-url",
             ),
+            (&["--commit-interval", "100"], "--commit-interval"),
+            (&["--retry-initial", "0s"], "--retry-initial"),
         ];
         for (args, key) in cases {
             let error = run_args(args).expect_err(key);

@@ -5,21 +5,22 @@
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use super::{ConfigError, parse_kafka_option};
+use super::{ConfigError, Key, Secret, defaults, key, parse_kafka_option, parse_secret};
 use crate::domain::parse_point_in_time;
 use crate::error_text::chain;
 
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
     /// Kafka bootstrap servers, comma separated.
-    #[arg(long, env = "HISTORY_KAFKA_BROKERS", default_value = "localhost:9092")]
+    #[arg(long = key::BROKERS.long, env = key::BROKERS.env, default_value = defaults::BROKERS)]
     pub brokers: String,
     /// The topic of ticket status events.
-    #[arg(long, env = "HISTORY_KAFKA_TOPIC", default_value = "tickets.status.v1")]
+    #[arg(long = key::TOPIC.long, env = key::TOPIC.env, default_value = defaults::TOPIC)]
     pub topic: String,
     /// PostgreSQL URL of the service's own database.
-    #[arg(long, env = "HISTORY_DATABASE_URL")]
-    pub database_url: String,
+    #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
+          value_parser = parse_secret)]
+    pub database_url: Secret,
     /// Read from the first record at or after this time instead of each partition's start:
     /// RFC 3339 with a zone (2026-12-02T10:00:00Z) or milliseconds since 1970.
     #[arg(long, value_name = "TIME")]
@@ -28,7 +29,8 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub json: bool,
     /// The service's --max-payload-bytes: larger records are dead-lettered, as the service does.
-    #[arg(long, env = "HISTORY_MAX_PAYLOAD_BYTES", default_value_t = 256 * 1024)]
+    #[arg(long = key::MAX_PAYLOAD_BYTES.long, env = key::MAX_PAYLOAD_BYTES.env,
+          default_value_t = defaults::MAX_PAYLOAD_BYTES)]
     pub max_payload_bytes: usize,
     /// A librdkafka property as key=value (repeatable), e.g. security settings.
     #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
@@ -40,7 +42,7 @@ pub struct VerifyArgs {
 pub struct VerifySettings {
     pub brokers: String,
     pub topic: String,
-    pub database_url: String,
+    pub database_url: Secret,
     pub from: Option<DateTime<Utc>>,
     pub json: bool,
     pub max_payload_bytes: usize,
@@ -49,8 +51,8 @@ pub struct VerifySettings {
 
 impl VerifySettings {
     pub fn from_args(args: VerifyArgs) -> Result<VerifySettings, ConfigError> {
-        not_empty(&args.brokers, "--brokers / HISTORY_KAFKA_BROKERS")?;
-        not_empty(&args.topic, "--topic / HISTORY_KAFKA_TOPIC")?;
+        not_empty(&args.brokers, key::BROKERS)?;
+        not_empty(&args.topic, key::TOPIC)?;
         database_url(&args.database_url)?;
         let from = args
             .from_datetime
@@ -58,8 +60,8 @@ impl VerifySettings {
             .map(|text| point_in_time(text, "--from-datetime"))
             .transpose()?;
         if args.max_payload_bytes == 0 {
-            return Err(ConfigError::new(
-                "--max-payload-bytes / HISTORY_MAX_PAYLOAD_BYTES",
+            return Err(ConfigError::at(
+                key::MAX_PAYLOAD_BYTES,
                 "must be at least 1",
             ));
         }
@@ -78,13 +80,13 @@ impl VerifySettings {
 #[derive(Debug, Clone, Args)]
 pub struct RewindArgs {
     /// Kafka bootstrap servers, comma separated.
-    #[arg(long, env = "HISTORY_KAFKA_BROKERS", default_value = "localhost:9092")]
+    #[arg(long = key::BROKERS.long, env = key::BROKERS.env, default_value = defaults::BROKERS)]
     pub brokers: String,
     /// The topic of ticket status events.
-    #[arg(long, env = "HISTORY_KAFKA_TOPIC", default_value = "tickets.status.v1")]
+    #[arg(long = key::TOPIC.long, env = key::TOPIC.env, default_value = defaults::TOPIC)]
     pub topic: String,
     /// The consumer group to rewind; it must have no active member.
-    #[arg(long, env = "HISTORY_KAFKA_GROUP", default_value = "history")]
+    #[arg(long = key::GROUP.long, env = key::GROUP.env, default_value = defaults::GROUP)]
     pub group: String,
     /// Move each partition's committed offset back to its first record at or after this time:
     /// RFC 3339 with a zone (2026-12-02T10:00:00Z) or milliseconds since 1970.
@@ -98,8 +100,9 @@ pub struct RewindArgs {
     pub dry_run: bool,
     /// PostgreSQL URL of the service's own database: the rewind is recorded in its audit
     /// table (admin_actions). Not needed with --dry-run.
-    #[arg(long, env = "HISTORY_DATABASE_URL")]
-    pub database_url: Option<String>,
+    #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
+          value_parser = parse_secret)]
+    pub database_url: Option<Secret>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -119,16 +122,16 @@ pub struct RewindSettings {
     pub partitions: Option<Vec<i32>>,
     pub dry_run: bool,
     /// Required unless `dry_run`.
-    pub database_url: Option<String>,
+    pub database_url: Option<Secret>,
     pub json: bool,
     pub kafka_options: Vec<(String, String)>,
 }
 
 impl RewindSettings {
     pub fn from_args(args: RewindArgs) -> Result<RewindSettings, ConfigError> {
-        not_empty(&args.brokers, "--brokers / HISTORY_KAFKA_BROKERS")?;
-        not_empty(&args.topic, "--topic / HISTORY_KAFKA_TOPIC")?;
-        not_empty(&args.group, "--group / HISTORY_KAFKA_GROUP")?;
+        not_empty(&args.brokers, key::BROKERS)?;
+        not_empty(&args.topic, key::TOPIC)?;
+        not_empty(&args.group, key::GROUP)?;
         let to = point_in_time(&args.to_datetime, "--to-datetime")?;
         let partitions = args
             .partitions
@@ -139,8 +142,8 @@ impl RewindSettings {
             (Some(url), _) => database_url(url)?,
             (None, true) => {}
             (None, false) => {
-                return Err(ConfigError::new(
-                    "--database-url / HISTORY_DATABASE_URL",
+                return Err(ConfigError::at(
+                    key::DATABASE_URL,
                     "is required: the rewind is recorded in the service's audit table \
                      (admin_actions); only --dry-run goes without",
                 ));
@@ -160,17 +163,17 @@ impl RewindSettings {
     }
 }
 
-fn not_empty(value: &str, key: &str) -> Result<(), ConfigError> {
+fn not_empty(value: &str, key: Key) -> Result<(), ConfigError> {
     if value.trim().is_empty() {
-        return Err(ConfigError::new(key, "must not be empty"));
+        return Err(ConfigError::at(key, "must not be empty"));
     }
     Ok(())
 }
 
-fn database_url(url: &str) -> Result<(), ConfigError> {
-    let key = "--database-url / HISTORY_DATABASE_URL";
-    not_empty(url, key)?;
-    crate::db::client_config(url).map_err(|e| ConfigError::new(key, chain(&e)))?;
+fn database_url(url: &Secret) -> Result<(), ConfigError> {
+    not_empty(url.expose(), key::DATABASE_URL)?;
+    crate::db::client_config(url.expose())
+        .map_err(|e| ConfigError::at(key::DATABASE_URL, chain(&e)))?;
     Ok(())
 }
 

@@ -170,7 +170,7 @@ pub async fn run(settings: &RewindSettings) -> Result<RewindReport, RewindError>
     // The audit table is checked before anything moves.
     let pool = match (&settings.database_url, settings.dry_run) {
         (Some(url), false) => {
-            let pool = db::pool(url, 1)?;
+            let pool = db::pool(url.expose(), 1)?;
             drop(
                 pool.get()
                     .await

@@ -49,7 +49,7 @@ enum FromReader {
 
 /// Verifies the projection against the topic.
 pub async fn run(settings: &VerifySettings) -> Result<Report, VerifyError> {
-    let pool = db::pool(&settings.database_url, 2)?;
+    let pool = db::pool(settings.database_url.expose(), 2)?;
     // Fail on the database before reading a topic that may be long.
     drop(
         pool.get()

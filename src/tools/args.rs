@@ -1,19 +1,20 @@
 //! The command-line options of the tools: `demo`, `produce` and `bench`.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use clap::Args;
 
-use crate::config::{ConfigError, parse_kafka_option};
+use crate::config::{ConfigError, defaults, key, parse_duration, parse_kafka_option};
 
 /// Options of `produce`.
 #[derive(Debug, Clone, Args)]
 pub struct ProduceArgs {
     /// Kafka bootstrap servers, comma separated.
-    #[arg(long, env = "HISTORY_KAFKA_BROKERS", default_value = "localhost:9092")]
+    #[arg(long = key::BROKERS.long, env = key::BROKERS.env, default_value = defaults::BROKERS)]
     pub brokers: String,
     /// The topic to publish to.
-    #[arg(long, env = "HISTORY_KAFKA_TOPIC", default_value = "tickets.status.v1")]
+    #[arg(long = key::TOPIC.long, env = key::TOPIC.env, default_value = defaults::TOPIC)]
     pub topic: String,
     /// A librdkafka producer property as key=value (repeatable).
     #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
@@ -21,12 +22,12 @@ pub struct ProduceArgs {
     /// Records to publish (ignored with --rate).
     #[arg(long, default_value_t = 10_000)]
     pub events: u64,
-    /// Publish this many records per second for --duration seconds instead of --events.
+    /// Publish this many records per second for --duration instead of --events.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub rate: Option<u32>,
-    /// Seconds to publish for, with --rate.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
-    pub duration: u64,
+    /// How long to publish for, with --rate (e.g. 60s, 5m).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub duration: Duration,
     /// Tickets the events are spread over (the record key is the ticket id).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub tickets: u64,
@@ -68,24 +69,24 @@ impl ProduceArgs {
 /// Options of `demo`; with none, it runs until Ctrl-C.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    /// Stop by itself after this many seconds (default: run until Ctrl-C).
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub duration: Option<u64>,
+    /// Stop by itself after this long, e.g. 40s or 2m (default: run until Ctrl-C).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
     /// Events per second the traffic generator publishes.
     #[arg(long, value_name = "EVENTS", default_value_t = 200,
           value_parser = clap::value_parser!(u32).range(1..=20_000))]
     pub rate: u32,
     /// Use this existing PostgreSQL database instead of a throwaway cluster (then without
     /// database hiccups), e.g. postgres://user:pw@host/history.
-    #[arg(long, env = "HISTORY_DATABASE_URL", hide_env_values = true)]
+    #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true)]
     pub database_url: Option<String>,
     /// Address of the admin UI, /metrics and the health endpoints.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub admin_addr: SocketAddr,
-    /// Seconds between scripted database outages of the throwaway cluster (the first comes
-    /// after 8 s of traffic; at least 8 apart; 0 turns them off).
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
-    pub hiccup_every: u64,
+    /// Time between scripted database outages of the throwaway cluster (the first comes after
+    /// 8 s of traffic; at least 8 s apart; 0s turns them off).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub hiccup_every: Duration,
 }
 
 /// Options of `bench`; the defaults are the documented benchmark.

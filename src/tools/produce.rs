@@ -63,7 +63,7 @@ pub async fn run(args: ProduceArgs) -> Result<Produced, ProduceError> {
             }
         }
         Some(rate) => {
-            let deadline = Duration::from_secs(args.duration);
+            let deadline = args.duration;
             let mut pacer = Pacer::new(rate);
             let mut ticker = tokio::time::interval(TICK);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -143,7 +143,7 @@ impl Progress {
     fn new(args: &ProduceArgs) -> Progress {
         Progress {
             goal: match args.rate {
-                Some(_) => args.duration as f64,
+                Some(_) => args.duration.as_secs_f64(),
                 None => args.events as f64,
             },
             by_time: args.rate.is_some(),

@@ -31,7 +31,7 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
                 ("heartbeat.interval.ms".into(), "500".into()),
             ],
         },
-        database_url: db_url.to_owned(),
+        database_url: db_url.into(),
         admin: AdminSettings {
             addr: "127.0.0.1:0".parse().unwrap(),
             token: Some("test-admin-token".into()),
@@ -42,11 +42,10 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
         runtime: RuntimeSettings {
             commit_interval: Duration::from_millis(100),
             drain_timeout: Duration::from_secs(3),
-            retry: history_consumer::backoff::Backoff {
-                initial: Duration::from_millis(50),
-                max: Duration::from_millis(500),
-                ..Default::default()
-            },
+            retry: history_consumer::backoff::Backoff::new(
+                Duration::from_millis(50),
+                Duration::from_millis(500),
+            ),
             ..RuntimeSettings::default()
         },
     }

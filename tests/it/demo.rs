@@ -38,7 +38,7 @@ async fn the_demo_shows_duplicates_dead_letters_and_an_outage_healing() {
     let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-demo")));
     let stderr = std::fs::File::create(&log).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_history-consumer"))
-        .args(["demo", "--duration", "25", "--hiccup-every", "8"])
+        .args(["demo", "--duration", "25s", "--hiccup-every", "8s"])
         .args(["--admin-addr", &format!("127.0.0.1:{}", free_port())])
         .env("HISTORY_LOG", "warn")
         .env_remove("HISTORY_DATABASE_URL")

@@ -41,7 +41,7 @@ impl ServiceProcess {
             .args(["--database-url", &db.url, "--admin-addr", &admin])
             .args(["--kafka-option", "session.timeout.ms=6000"])
             .args(["--kafka-option", "heartbeat.interval.ms=500"])
-            .args(["--commit-interval-ms", "100", "--drain-timeout-ms", "3000"])
+            .args(["--commit-interval", "100ms", "--drain-timeout", "3s"])
             .env("HISTORY_LOG", "info")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -398,12 +398,12 @@ fn bad_configuration_fails_at_start_naming_the_key() {
     let cases: [(&[&str], &str); 3] = [
         (
             &[
-                "--drain-timeout-ms",
-                "9000",
+                "--drain-timeout",
+                "9s",
                 "--kafka-option",
                 "session.timeout.ms=6000",
             ],
-            "--drain-timeout-ms",
+            "--drain-timeout",
         ),
         (
             &["--kafka-option", "enable.auto.commit=true"],

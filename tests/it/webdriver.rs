@@ -1,6 +1,7 @@
 //! A small W3C WebDriver client over chromedriver, driving Debian's headless Chromium: enough
 //! to open pages, click, type, read text and attributes, and take screenshots.
 
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -24,10 +25,12 @@ pub struct Browser {
 impl Browser {
     pub async fn start() -> Browser {
         let port = free_port();
+        // A process group of its own: chromedriver and the browser it starts go together.
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("chromedriver (Debian package chromium-driver) is installed");
         let addr = format!("127.0.0.1:{port}");
@@ -217,7 +220,10 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        // Killing chromedriver alone would leave Chromium running, orphaned: end the group.
+        let group = self.driver.id() as i32;
+        // SAFETY: kill(2) on a process group this value started; no memory is involved.
+        unsafe { libc::killpg(group, libc::SIGKILL) };
         let _ = self.driver.wait();
     }
 }
@@ -236,4 +242,33 @@ async fn call(addr: &str, method: &str, path: &str, body: &Value) -> Value {
 
 async fn post(addr: &str, path: &str, body: &Value) -> Value {
     call(addr, "POST", path, body).await
+}
+
+/// Processes whose command line mentions `needle` (read from /proc).
+pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_browser_leaves_no_process_behind() {
+    let browser = Browser::start().await;
+    let profile = browser._profile.path().display().to_string();
+    assert!(!processes_mentioning(&profile).is_empty(), "Chromium runs");
+    drop(browser);
+    wait_for(
+        Duration::from_secs(10),
+        "every Chromium process of the session to end",
+        || async { processes_mentioning(&profile).is_empty().then_some(()) },
+    )
+    .await;
 }

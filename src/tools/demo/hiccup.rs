@@ -21,10 +21,10 @@ pub struct Schedule {
 
 impl Schedule {
     /// One outage every `every_secs` seconds (the first after at most 8 s); `None` for 0.
-    pub fn every(every_secs: u64) -> Option<Schedule> {
-        (every_secs > 0).then(|| {
+    pub fn every(every: Duration) -> Option<Schedule> {
+        (!every.is_zero()).then(|| {
             // The database must be up between two outages for the backlog to drain.
-            let every = Duration::from_secs(every_secs).max(OUTAGE * 2);
+            let every = every.max(OUTAGE * 2);
             Schedule {
                 first: FIRST_AFTER.min(every),
                 every,
@@ -139,16 +139,16 @@ mod tests {
 
     #[test]
     fn the_first_outage_comes_early_and_the_next_ones_at_the_period() {
-        let schedule = Schedule::every(30).unwrap();
+        let schedule = Schedule::every(Duration::from_secs(30)).unwrap();
         assert_eq!(schedule.start_of(0), Duration::from_secs(8));
         assert_eq!(schedule.start_of(2), Duration::from_secs(68));
-        let fast = Schedule::every(5).unwrap();
+        let fast = Schedule::every(Duration::from_secs(5)).unwrap();
         assert_eq!(fast.start_of(0), OUTAGE * 2);
         assert_eq!(
             fast.start_of(1),
             OUTAGE * 4,
             "the database is up between outages"
         );
-        assert_eq!(Schedule::every(0), None);
+        assert_eq!(Schedule::every(Duration::ZERO), None);
     }
 }

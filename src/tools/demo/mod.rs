@@ -163,7 +163,7 @@ fn demo_settings(
                 ("heartbeat.interval.ms".into(), "500".into()),
             ],
         },
-        database_url: database_url.to_owned(),
+        database_url: database_url.into(),
         admin: AdminSettings {
             addr: admin_addr,
             token: Some(token.into()),
@@ -173,11 +173,7 @@ fn demo_settings(
             commit_interval: Duration::from_millis(500),
             drain_timeout: Duration::from_secs(3),
             // Short retries, so that an outage visibly heals within seconds of its end.
-            retry: Backoff {
-                initial: Duration::from_millis(100),
-                max: Duration::from_secs(2),
-                ..Backoff::default()
-            },
+            retry: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
             ..RuntimeSettings::default()
         },
     }
@@ -222,7 +218,7 @@ fn print_banner(
         hiccup::Schedule::every(args.hiccup_every),
     ) {
         (None, _) => "none (the demo does not own the database)".to_owned(),
-        (Some(_), None) => "none (--hiccup-every 0)".to_owned(),
+        (Some(_), None) => "none (--hiccup-every 0s)".to_owned(),
         (Some(_), Some(s)) => format!(
             "PostgreSQL stops for {} s at {} s of traffic, then every {} s",
             hiccup::OUTAGE.as_secs(),
@@ -233,7 +229,10 @@ fn print_banner(
     println!("  hiccups      {hiccups}");
     println!("  logs         errors only on stderr; `--log info` shows the service's own log");
     match args.duration {
-        Some(seconds) => println!("  ends         after {seconds} s, or on Ctrl-C"),
+        Some(duration) => println!(
+            "  ends         after {}, or on Ctrl-C",
+            humantime::format_duration(duration)
+        ),
         None => println!("  ends         on Ctrl-C"),
     }
     println!();
@@ -362,10 +361,7 @@ impl Demo {
     /// Prints a progress line every few seconds until the duration is over, Ctrl-C, or the
     /// service stops.
     async fn report_until_the_end(&mut self) -> Ending {
-        let deadline = self
-            .args
-            .duration
-            .map(|s| self.started + Duration::from_secs(s));
+        let deadline = self.args.duration.map(|d| self.started + d);
         let mut ticker =
             tokio::time::interval_at((Instant::now() + REPORT_EVERY).into(), REPORT_EVERY);
         let mut previous = (Instant::now(), 0, 0);

@@ -1,0 +1,60 @@
+//! Every setting's names — its flag and its environment variable — in one place: the command
+//! line is declared with them and every configuration error names them, so the two can never
+//! disagree.
+
+use std::fmt;
+
+/// A setting's flag (without `--`) and environment variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub long: &'static str,
+    pub env: &'static str,
+}
+
+impl Key {
+    pub const fn new(long: &'static str, env: &'static str) -> Key {
+        Key { long, env }
+    }
+}
+
+impl fmt::Display for Key {
+    /// `--flag / HISTORY_FLAG`, as errors name it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "--{} / {}", self.long, self.env)
+    }
+}
+
+pub const BROKERS: Key = Key::new("brokers", "HISTORY_KAFKA_BROKERS");
+pub const TOPIC: Key = Key::new("topic", "HISTORY_KAFKA_TOPIC");
+pub const GROUP: Key = Key::new("group", "HISTORY_KAFKA_GROUP");
+pub const DATABASE_URL: Key = Key::new("database-url", "HISTORY_DATABASE_URL");
+pub const MAX_UNRESOLVED: Key = Key::new("max-unresolved", "HISTORY_MAX_UNRESOLVED");
+pub const RETRY_INITIAL: Key = Key::new("retry-initial", "HISTORY_RETRY_INITIAL");
+pub const RETRY_MAX: Key = Key::new("retry-max", "HISTORY_RETRY_MAX");
+pub const COMMIT_INTERVAL: Key = Key::new("commit-interval", "HISTORY_COMMIT_INTERVAL");
+pub const DRAIN_TIMEOUT: Key = Key::new("drain-timeout", "HISTORY_DRAIN_TIMEOUT");
+pub const DB_POOL_SIZE: Key = Key::new("db-pool-size", "HISTORY_DB_POOL_SIZE");
+pub const MAX_PAYLOAD_BYTES: Key = Key::new("max-payload-bytes", "HISTORY_MAX_PAYLOAD_BYTES");
+pub const PARTITION_QUEUE: Key = Key::new("partition-queue", "HISTORY_PARTITION_QUEUE");
+pub const PARTITION_FETCH_KB: Key = Key::new("partition-fetch-kb", "HISTORY_PARTITION_FETCH_KB");
+pub const WORK_TIMEOUT: Key = Key::new("work-timeout", "HISTORY_WORK_TIMEOUT");
+pub const BATCH_SIZE: Key = Key::new("batch-size", "HISTORY_BATCH_SIZE");
+pub const BATCH_LINGER: Key = Key::new("batch-linger", "HISTORY_BATCH_LINGER");
+pub const STUCK_UNKNOWN: Key = Key::new("stuck-unknown", "HISTORY_STUCK_UNKNOWN");
+pub const STALL: Key = Key::new("stall", "HISTORY_STALL");
+
+pub const ADMIN_ADDR: Key = Key::new("admin-addr", "HISTORY_ADMIN_ADDR");
+pub const METRICS_ADDR: Key = Key::new("metrics-addr", "HISTORY_METRICS_ADDR");
+pub const ADMIN_TOKEN: Key = Key::new("admin-token", "HISTORY_ADMIN_TOKEN");
+pub const ADMIN_TOKEN_FILE: Key = Key::new("admin-token-file", "HISTORY_ADMIN_TOKEN_FILE");
+pub const ADMIN_READ_AUTH: Key = Key::new("admin-read-auth", "HISTORY_ADMIN_READ_AUTH");
+pub const ADMIN_SECURE_COOKIE: Key = Key::new("admin-secure-cookie", "HISTORY_ADMIN_SECURE_COOKIE");
+pub const ADMIN_SESSION_IDLE: Key = Key::new("admin-session-idle", "HISTORY_ADMIN_SESSION_IDLE");
+pub const ADMIN_SESSION_MAX: Key = Key::new("admin-session-max", "HISTORY_ADMIN_SESSION_MAX");
+pub const ADMIN_DB_POOL_SIZE: Key = Key::new("admin-db-pool-size", "HISTORY_ADMIN_DB_POOL_SIZE");
+pub const ADMIN_STATEMENT_TIMEOUT: Key =
+    Key::new("admin-statement-timeout", "HISTORY_ADMIN_STATEMENT_TIMEOUT");
+pub const ADMIN_ANONYMOUS_READS_PER_SEC: Key = Key::new(
+    "admin-anonymous-reads-per-sec",
+    "HISTORY_ADMIN_ANONYMOUS_READS_PER_SEC",
+);
