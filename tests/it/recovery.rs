@@ -10,6 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::Value;
 
+use history_consumer::kafka::group::{GroupOffsets, Membership};
+
 use crate::app::spawn_app;
 use crate::helpers::{
     TestDb, assert_stored_once, killed_when_the_spawning_thread_ends, test_database, unique_name,
@@ -122,6 +124,62 @@ async fn rows(db: &TestDb) -> i64 {
     db.scalar("SELECT count(*) FROM history_events").await
 }
 
+/// Stops `service` and waits until the broker describes `group` without members.
+///
+/// tansu 0.6 sometimes goes on describing a member that left gracefully as active (state
+/// Stable) and refuses commits from outside the group for it (UnknownMemberId): measured in 2
+/// and 4 of 6 graceful exits right after consuming, still there 60 s later, and cleared in 2 of
+/// 4 cases by another member joining and leaving. `rewind` rightly refuses then. An operator
+/// would start and stop a member again, and so does this test; a Kafka broker removes the
+/// member on LeaveGroup, or after `session.timeout.ms` at the latest.
+async fn stop_and_leave_the_group_empty(
+    mut service: ServiceProcess,
+    db: &TestDb,
+    kafka: &TestKafka,
+    group: &str,
+) {
+    for attempt in 1..=10 {
+        service.sigterm();
+        assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(0));
+        if group_is_empty_within(kafka, group, Duration::from_secs(3)).await {
+            return;
+        }
+        eprintln!("attempt {attempt}: the broker still describes a member of {group}; again");
+        service = ServiceProcess::spawn(db, kafka, group);
+        wait_for(
+            Duration::from_secs(60),
+            "the member to be assigned",
+            || async {
+                (service.owned_partitions().await == kafka.partitions as usize).then_some(())
+            },
+        )
+        .await;
+    }
+    panic!("the broker went on describing a member of {group} that left");
+}
+
+async fn group_is_empty_within(kafka: &TestKafka, group: &str, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let (brokers, topic, group) =
+            (kafka.brokers.clone(), kafka.topic.clone(), group.to_owned());
+        let membership = tokio::task::spawn_blocking(move || {
+            GroupOffsets::open(&brokers, &topic, &group, &[])
+                .expect("a client of the group")
+                .membership()
+        })
+        .await
+        .unwrap();
+        if !matches!(membership, Membership::Active { .. }) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn millis(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
@@ -137,7 +195,7 @@ async fn a_database_restored_from_a_backup_is_made_whole_by_a_rewind_to_the_back
     // Before the backup: 150 events and 10 republished duplicates, all consumed.
     produce(&kafka, 0..150).await;
     republish(&kafka, 0..10).await;
-    let mut service = ServiceProcess::spawn(&db, &kafka, &group);
+    let service = ServiceProcess::spawn(&db, &kafka, &group);
     let before_backup = kafka.ends().await;
     wait_committed(&kafka, &group, &before_backup, Duration::from_secs(90)).await;
     // Every record so far was produced (CreateTime) before this instant, everything after it
@@ -151,8 +209,7 @@ async fn a_database_restored_from_a_backup_is_made_whole_by_a_rewind_to_the_back
     let ends = kafka.ends().await;
     wait_committed(&kafka, &group, &ends, Duration::from_secs(90)).await;
     assert_eq!(rows(&db).await, 300);
-    service.sigterm();
-    assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(0));
+    stop_and_leave_the_group_empty(service, &db, &kafka, &group).await;
 
     // The incident: the database comes back from the backup.
     pg_restore(&db, dump.path()).await;
