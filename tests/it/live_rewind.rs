@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use history_consumer::domain::DuplicateCause;
 
 use crate::app::{TestApp, spawn_app};
 use crate::helpers::{assert_stored_once, test_database, wait_for};
@@ -52,8 +51,26 @@ async fn post(app: &TestApp, path: &str, token: Option<&str>) -> Response {
     request(&admin, "POST", path, &headers, "").await
 }
 
+/// Redeliveries since the service started, from `/metrics` (the actors' own counts start
+/// again with each assignment, and a live rewind makes new assignments).
 async fn redeliveries(app: &TestApp) -> u64 {
-    app.duplicates(DuplicateCause::Redelivery).await
+    duplicates_total(app, "redelivery").await
+}
+
+async fn duplicates_total(app: &TestApp, cause: &str) -> u64 {
+    let admin = app.handle.admin_addr.to_string();
+    let metrics = request(&admin, "GET", "/metrics", &[], "").await;
+    assert_eq!(metrics.status, 200);
+    let label = format!("cause=\"{cause}\"");
+    metrics
+        .body
+        .lines()
+        .filter(|line| line.starts_with("history_duplicates_total{") && line.contains(&label))
+        .map(|line| {
+            let value = line.rsplit(' ').next().unwrap();
+            value.parse::<f64>().unwrap() as u64
+        })
+        .sum()
 }
 
 #[actix_web::test]
@@ -170,28 +187,71 @@ async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliv
     let all = post(&app, &format!("/api/rewind?to={}", at(start)), Some(TOKEN)).await;
     assert_eq!(all.status, 200, "{}", all.body);
     let all = all.json();
+    let mut replayed = 0;
     for result in all["partitions"].as_array().unwrap() {
         assert_eq!(result["error"], serde_json::Value::Null, "{all}");
         assert_eq!(result["decision"]["to"], 0, "{all}");
+        replayed += result["decision"]["from"].as_u64().unwrap();
+    }
+    assert!(
+        replayed >= 40,
+        "at least the 40 records before the rewind: {all}"
+    );
+    let audit = request(
+        &app.handle.admin_addr.to_string(),
+        "GET",
+        "/api/actions",
+        &[],
+        "",
+    )
+    .await
+    .json();
+    let mut audited: Vec<(i64, String)> = audit["actions"].as_array().unwrap()[..2]
+        .iter()
+        .map(|a| {
+            assert_eq!(a["action"], "rewind", "{a}");
+            let result = a["result"].as_str().unwrap().to_owned();
+            (a["partition"].as_i64().unwrap(), result)
+        })
+        .collect();
+    audited.sort();
+    assert_eq!(audited.iter().map(|a| a.0).collect::<Vec<_>>(), [0, 1]);
+    for (partition, result) in &audited {
+        assert!(
+            result.starts_with("ok: ") && result.contains(" -> 0 ("),
+            "partition {partition}: {result}"
+        );
     }
     producing.await.unwrap();
     let ends = kafka.ends().await;
     app.wait_committed(&kafka, &ends).await;
     assert_stored_once(&db, 240).await;
-    assert!(
-        redeliveries(&app).await >= 50,
-        "at least the 40 records before the rewind were read again"
+    assert_eq!(
+        redeliveries(&app).await,
+        10 + replayed,
+        "every record read again is a redelivery, each once"
     );
-    assert_eq!(app.duplicates(DuplicateCause::Republish).await, 0);
+    assert_eq!(duplicates_total(&app, "republish").await, 0);
     app.shutdown().await;
 }
 
 #[actix_web::test]
-async fn an_operator_previews_a_rewind_of_a_partition_in_the_browser_and_confirms_it() {
+async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser_on_the_mock() {
+    an_operator_previews_and_confirms_live_rewinds_in_the_browser(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser_on_tansu() {
+    an_operator_previews_and_confirms_live_rewinds_in_the_browser(Broker::Tansu).await;
+}
+
+/// A partition from its page, then every partition of the instance from the overview.
+async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: Broker) {
     let db = test_database().await;
-    let kafka = TestKafka::start(2);
+    let kafka = TestKafka::start_on(broker, 2).await;
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(2).await;
+    let start = Utc::now();
     produce(&kafka, 0..10, Some(0)).await;
     let middle = a_moment_between().await;
     produce(&kafka, 10..22, Some(0)).await;
@@ -251,6 +311,49 @@ async fn an_operator_previews_a_rewind_of_a_partition_in_the_browser_and_confirm
             .await
             .contains("ok: 22 -&gt; 10 (12 offsets replayed)"),
         "the partition page lists the rewind among its operator actions"
+    );
+
+    // Every partition of the instance, from the overview, back to before the first record.
+    browser.goto(&format!("http://{admin}/")).await;
+    browser.wait_for_element("#rewind-all-to").await;
+    browser.type_into("#rewind-all-to", &at(start)).await;
+    browser.click("#rewind-all-preview").await;
+    browser.wait_for_element("#rewind-plan").await;
+    assert_eq!(
+        browser
+            .text("#rewind-plan tr[data-partition='0'] .replay")
+            .await,
+        "22"
+    );
+    assert_eq!(
+        browser
+            .text("#rewind-plan tr[data-partition='1'] .replay")
+            .await,
+        "0",
+        "partition 1 holds no record"
+    );
+    assert_eq!(
+        redeliveries(&app).await,
+        12,
+        "nothing happens before the confirmation"
+    );
+    browser.click("#confirm-rewind").await;
+    browser.wait_for_element("#rewind-done").await;
+    let row = browser.text("#rewind-result tr[data-partition='0']").await;
+    assert!(row.contains("rewound"), "{row}");
+    wait_for(
+        Duration::from_secs(30),
+        "the 22 records of partition 0 to be read again as redeliveries",
+        || async { (redeliveries(&app).await == 12 + 22).then_some(()) },
+    )
+    .await;
+    app.wait_committed(&kafka, &[22, -1]).await;
+    assert_stored_once(&db, 22).await;
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM admin_actions WHERE action = 'rewind'")
+            .await,
+        3,
+        "the partition's rewind and the instance's two partitions are audited"
     );
     app.shutdown().await;
 }
