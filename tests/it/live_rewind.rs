@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::app::{TestApp, spawn_app};
-use crate::helpers::{assert_stored_once, test_database, wait_for};
+use crate::helpers::{TestDb, assert_stored_once, test_database, wait_for};
 use crate::http::{Response, request};
 use crate::kafka::{Broker, TestKafka, numbered_event};
 use crate::webdriver::Browser;
@@ -356,4 +356,88 @@ async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: B
         "the partition's rewind and the instance's two partitions are audited"
     );
     app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them_on_the_mock() {
+    a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them_on_tansu() {
+    a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(Broker::Tansu).await;
+}
+
+/// The drained actor drops the Unknown records it held; the consumer must read them again.
+async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(broker: Broker) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(2).await;
+    let start = Utc::now();
+    produce(&kafka, 0..10, Some(0)).await;
+    app.wait_committed(&kafka, &[10, -1]).await;
+    inbox_fault(&db, true).await;
+    produce(&kafka, 10..20, Some(0)).await;
+    wait_for(
+        Duration::from_secs(30),
+        "the ten new records to be Unknown",
+        || async {
+            let partition = app.partition(0).await?;
+            (partition.actor?.backlog.len() == 10).then_some(())
+        },
+    )
+    .await;
+
+    let done = post(
+        &app,
+        &format!("/api/partitions/0/rewind?to={}", at(start)),
+        Some(TOKEN),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let done = done.json();
+    let result = &done["partitions"][0];
+    assert_eq!(result["error"], serde_json::Value::Null, "{done}");
+    assert_eq!(
+        result["decision"]["from"], 10,
+        "where the Unknown records begin: {done}"
+    );
+    assert_eq!(result["decision"]["to"], 0, "{done}");
+
+    wait_for(
+        Duration::from_secs(30),
+        "the ten records before the Unknown ones to be redeliveries",
+        || async { (redeliveries(&app).await == 10).then_some(()) },
+    )
+    .await;
+    // The rewound offset was committed (no error above); now the watermark stops again at the
+    // first Unknown record.
+    app.wait_committed(&kafka, &[10, -1]).await;
+    inbox_fault(&db, false).await;
+    app.wait_committed(&kafka, &[20, -1]).await;
+    assert_stored_once(&db, 20).await;
+    assert_eq!(redeliveries(&app).await, 10);
+    app.shutdown().await;
+}
+
+/// Makes every insert of a new event into the inbox fail with a transient error
+/// (serialization_failure), or stops doing so; events already stored are still recognised.
+async fn inbox_fault(db: &TestDb, on: bool) {
+    const ON: &str = "
+        CREATE OR REPLACE FUNCTION injected_inbox_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NOT EXISTS (SELECT 1 FROM inbox WHERE event_id = NEW.event_id) THEN
+                RAISE EXCEPTION 'injected fault' USING ERRCODE = 'serialization_failure';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER injected_inbox_fault BEFORE INSERT ON inbox
+            FOR EACH ROW EXECUTE FUNCTION injected_inbox_fault();";
+    const OFF: &str = "DROP TRIGGER injected_inbox_fault ON inbox";
+    let client = db.pool.get().await.expect("a connection");
+    client
+        .batch_execute(if on { ON } else { OFF })
+        .await
+        .expect("the fault trigger");
 }
