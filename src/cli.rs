@@ -1,8 +1,9 @@
-//! The binary's command line: the service's commands (`run`, `migrate`) and, with the `tools`
-//! feature, the tools' (`demo`, `produce`, `bench`).
+//! The binary's command line: the service's commands (`run`, `migrate`), the recovery commands
+//! (`verify`, `rewind`) and, with the `tools` feature, the tools' (`demo`, `produce`, `bench`).
 
 use clap::{Parser, Subcommand};
 
+use crate::config::recovery::{RewindArgs, VerifyArgs};
 use crate::config::{MigrateArgs, RunArgs};
 #[cfg(feature = "tools")]
 use crate::tools::args::{BenchArgs, DemoArgs, ProduceArgs};
@@ -26,6 +27,15 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Apply pending database migrations and exit.
     Migrate(MigrateArgs),
+    /// Check the projection against the topic: read every partition (from its start or from
+    /// --from-datetime, up to its end when verify began) and report, per partition, the valid
+    /// events present, missing and dead-lettered. Exits 1 when a valid event is missing, 2 when
+    /// it could not verify.
+    Verify(VerifyArgs),
+    /// Move a stopped consumer group's committed offsets back to the first record at or after
+    /// --to-datetime (e.g. the time of a database backup just restored), showing before and
+    /// after, and record it in the audit table. Refused while the group has active members.
+    Rewind(RewindArgs),
     #[cfg(feature = "tools")]
     /// Show the whole product with nothing running: an embedded Kafka, a throwaway PostgreSQL,
     /// the consumer with its admin UI, and traffic with duplicates, malformed records and
@@ -49,6 +59,8 @@ impl Cli {
         match (&self.log, &self.command) {
             (Some(filter), _) => filter,
             (None, Command::Run(_) | Command::Migrate(_)) => "info",
+            // Their own output is the report.
+            (None, Command::Verify(_) | Command::Rewind(_)) => "warn",
             #[cfg(feature = "tools")]
             (None, Command::Demo(_) | Command::Bench(_)) => "error",
             #[cfg(feature = "tools")]

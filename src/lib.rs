@@ -15,8 +15,10 @@
 //!    messages and status snapshots.
 //! 6. [`kafka`]: the client configuration, the consumer context, the commits and the driver
 //!    thread that feeds the actors.
-//! 7. [`admin`]: the HTTP server (pages, JSON API, actions, health, metrics).
-//! 8. [`startup`]: the wiring; [`cli`]: the binary's command line.
+//! 7. [`recovery`]: `verify` (the projection against the topic), `rewind` (a stopped group to a
+//!    point in time) and what the admin's live rewind shares with them.
+//! 8. [`admin`]: the HTTP server (pages, JSON API, actions, health, metrics).
+//! 9. [`startup`]: the wiring; [`cli`]: the binary's command line.
 //!
 //! Beside them, [`tools`] (feature `tools`): `demo`, `bench`, `produce` and the throwaway
 //! PostgreSQL server. The service never uses them.
@@ -32,6 +34,7 @@ pub mod error_text;
 pub mod inbox;
 pub mod kafka;
 pub mod metrics;
+pub mod recovery;
 pub mod startup;
 pub mod stuck;
 #[cfg(feature = "tools")]

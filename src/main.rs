@@ -1,9 +1,12 @@
 //! The binary: parse the command line, set up logging, hand over to the library.
 
+use std::process::ExitCode;
+
 use anyhow::Context as _;
 use clap::Parser;
 use history_consumer::cli::{Cli, Command};
 use history_consumer::config::Settings;
+use history_consumer::config::recovery::{RewindSettings, VerifySettings};
 use history_consumer::startup::Application;
 use tracing_subscriber::EnvFilter;
 
@@ -13,8 +16,27 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    // verify's own codes: 1 when events are missing, 2 when it could not verify.
+    let failed = match cli.command {
+        Command::Verify(_) => ExitCode::from(2),
+        _ => ExitCode::FAILURE,
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            // One line, each cause once (a backtrace would bury the message).
+            eprintln!(
+                "Error: {}",
+                history_consumer::error_text::chain(error.as_ref())
+            );
+            failed
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_new(cli.log_filter()).context("invalid --log / HISTORY_LOG filter")?,
@@ -38,6 +60,27 @@ fn main() -> anyhow::Result<()> {
             Command::Produce(args) => {
                 history_consumer::tools::produce::run(args).await?;
             }
+            Command::Verify(args) => {
+                let settings = VerifySettings::from_args(args)?;
+                let report = history_consumer::recovery::verify::run(&settings).await?;
+                if settings.json {
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                } else {
+                    print!("{}", report.render());
+                }
+                if !report.whole {
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+            Command::Rewind(args) => {
+                let settings = RewindSettings::from_args(args)?;
+                let report = history_consumer::recovery::rewind::run(&settings).await?;
+                if settings.json {
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                } else {
+                    print!("{}", report.render());
+                }
+            }
             Command::Migrate(args) => {
                 let pool = history_consumer::db::pool(args.database_url.expose(), 1)?;
                 let report = history_consumer::inbox::migrate_pool(&pool).await?;
@@ -50,6 +93,6 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         }
-        Ok(())
+        Ok(ExitCode::SUCCESS)
     })
 }

@@ -20,6 +20,7 @@ use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
 use crate::db::{self, DbError};
 use crate::kafka::client::Prefetch;
+use crate::kafka::reader::ReaderConfig;
 use crate::kafka::{DriverPorts, DriverSettings, KafkaContext, consumer_config, spawn_driver};
 use crate::metrics::Metrics;
 
@@ -148,6 +149,9 @@ impl Application {
             commits: checkpoint.recipient(),
             joined: supervisor.clone().recipient(),
             stopped: supervisor.clone().recipient(),
+            rewinding: supervisor.clone().recipient(),
+            restarted: supervisor.clone().recipient(),
+            rewound: supervisor.clone().recipient(),
         };
 
         let admin = &settings.admin;
@@ -174,6 +178,11 @@ impl Application {
             read_auth: admin.read_auth,
             topic: settings.kafka.topic.clone(),
             max_payload_bytes: runtime.max_payload_bytes,
+            reader: ReaderConfig {
+                brokers: settings.kafka.brokers.clone(),
+                topic: settings.kafka.topic.clone(),
+                options: settings.kafka.options.clone(),
+            },
         };
         let server = admin::server(listener, metrics_listener, state).map_err(|source| {
             StartupError::Bind {

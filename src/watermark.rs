@@ -81,6 +81,13 @@ impl Watermark {
         self.unresolved.keys().next().copied()
     }
 
+    /// Where reading must resume so that nothing reported and unresolved is skipped: the
+    /// position, or the first unresolved offset while nothing before it resolved (`None`:
+    /// nothing reported).
+    pub fn resume_at(&self) -> Option<i64> {
+        self.position().or(self.first_unresolved())
+    }
+
     /// The highest reported offset, if any.
     pub fn highest_reported(&self) -> Option<i64> {
         self.highest
@@ -180,6 +187,17 @@ mod tests {
         let mut w = Watermark::new();
         assert!(!w.skip_gap(None, 0));
         assert_eq!(w.position(), None);
+    }
+
+    #[test]
+    fn reading_resumes_at_the_first_record_not_contiguously_resolved() {
+        assert_eq!(Watermark::new().resume_at(), None);
+        assert_eq!(reported(&[(5, false), (6, true)]).resume_at(), Some(5));
+        assert_eq!(
+            reported(&[(5, true), (8, false), (9, true)]).resume_at(),
+            Some(6)
+        );
+        assert_eq!(reported(&[(5, true), (6, true)]).resume_at(), Some(7));
     }
 
     #[test]

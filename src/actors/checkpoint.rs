@@ -10,7 +10,8 @@ use actix::prelude::*;
 
 use super::messages::{
     Assignment, BacklogResolved, CommitCompleted, CommitPosition, CommitTick, GetCheckpointStatus,
-    KafkaLink, KafkaRequest, OutcomeReported, ReleasePartitions, SkipReported, TrackPartitions,
+    KafkaLink, KafkaRequest, OutcomeReported, ReleaseForRewind, ReleasePartitions, SkipReported,
+    TrackPartitions,
 };
 use super::status::CheckpointStatus;
 use crate::metrics::Metrics;
@@ -214,6 +215,23 @@ impl Handler<ReleasePartitions> for Checkpoint {
             }
         }
         MessageResult(finals)
+    }
+}
+
+impl Handler<ReleaseForRewind> for Checkpoint {
+    type Result = MessageResult<ReleaseForRewind>;
+
+    fn handle(&mut self, msg: ReleaseForRewind, _ctx: &mut Context<Self>) -> Self::Result {
+        let mut resumes = Vec::new();
+        for assignment in msg.assignments {
+            if self.tracked(assignment).is_none() {
+                continue;
+            }
+            if let Some(tracked) = self.partitions.remove(&assignment.partition) {
+                resumes.push((assignment, tracked.watermark.resume_at()));
+            }
+        }
+        MessageResult(resumes)
     }
 }
 

@@ -17,6 +17,7 @@ use actix::prelude::*;
 use serde::Serialize;
 
 use super::status::{CheckpointStatus, PartitionStatus, ServiceStatus};
+use crate::domain::rewind::{Decision, TimeOffset};
 use crate::domain::{FetchedRecord, ObservedOffsets};
 
 /// One assignment of a partition to this member. The generation grows with every assignment
@@ -57,6 +58,11 @@ pub enum KafkaRequest {
     },
     /// Commit these positions (assignments no longer held are skipped).
     Commit(Vec<CommitPosition>),
+    /// Rewind these partitions while consuming, as a revoke and re-assign of the same
+    /// partitions without a rebalance: drain their actors ([`DrainForRewind`]), wait for the
+    /// commit in flight, seek, start new assignments ([`PartitionsRestarted`]), commit the
+    /// rewound positions ahead of anything queued, and report [`PartitionsRewound`] with `id`.
+    Rewind { id: u64, targets: Vec<RewindTarget> },
     /// Leave the group: revoke (drain and commit) every partition, then close.
     Shutdown,
     /// A librdkafka queue has something to serve.
@@ -93,6 +99,55 @@ pub struct PartitionsAssigned {
 pub struct PartitionsRevoked {
     pub assignments: Vec<Assignment>,
     pub lost: bool,
+}
+
+/// A partition to rewind live: the first record at or after the operator's point in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RewindTarget {
+    pub assignment: Assignment,
+    pub target: TimeOffset,
+}
+
+/// From the admin: rewind these partitions of this instance while consuming. Refused if one
+/// of them is not assigned here; the reply comes once every one was restarted.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "Result<Vec<LiveRewound>, NotOwned>")]
+pub struct RewindPartitions {
+    pub targets: Vec<(i32, TimeOffset)>,
+}
+
+/// What a live rewind did to one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveRewound {
+    pub partition: i32,
+    /// `None`: the partition was not rewound (see `error`).
+    pub decision: Option<Decision>,
+    pub error: Option<String>,
+}
+
+/// From the driver thread: drain these assignments' actors for a live rewind. The reply comes
+/// once they drained, with where reading must resume for each (the first offset not resolved
+/// contiguously; `None`: nothing was reported).
+#[derive(Message)]
+#[rtype(result = "Vec<(Assignment, Option<i64>)>")]
+pub struct DrainForRewind {
+    pub assignments: Vec<Assignment>,
+}
+
+/// From the driver thread: new assignments of partitions this member keeps (a live rewind's
+/// restart, not a rebalance); the reply is where to deliver their records.
+#[derive(Message)]
+#[rtype(result = "Vec<(Assignment, Recipient<Fetched>)>")]
+pub struct PartitionsRestarted {
+    pub assignments: Vec<Assignment>,
+}
+
+/// From the driver thread: the live rewind `id` is done.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct PartitionsRewound {
+    pub id: u64,
+    pub results: Vec<LiveRewound>,
 }
 
 /// Offsets librdkafka reported in its statistics for the assigned partitions.
@@ -133,6 +188,14 @@ pub struct SkipReported {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct TrackPartitions {
+    pub assignments: Vec<Assignment>,
+}
+
+/// The checkpoint forgets these assignments for a live rewind; the reply holds where reading
+/// must resume for each (see [`DrainForRewind`]).
+#[derive(Message)]
+#[rtype(result = "Vec<(Assignment, Option<i64>)>")]
+pub struct ReleaseForRewind {
     pub assignments: Vec<Assignment>,
 }
 

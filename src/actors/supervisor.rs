@@ -3,8 +3,12 @@
 //! drains them and returns the final watermarks for the driver to commit before the partitions
 //! go elsewhere. It remembers which partitions an operator paused, so that a pause survives
 //! the partition being revoked and assigned back to this instance.
+//!
+//! A live rewind goes the same way without a rebalance: the supervisor hands it to the driver
+//! thread, which has it drain the partitions' actors ([`DrainForRewind`]), seeks, and has it
+//! start fresh ones for new assignments ([`PartitionsRestarted`]) before it answers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,10 +18,12 @@ use futures::future::join_all;
 
 use super::checkpoint::Checkpoint;
 use super::messages::{
-    ApplyAction, Assignment, CommitPosition, DeadLetterRecord, Drain, DriverStopped, Fetched,
-    GetCheckpointStatus, GetPartitionStatus, GetStatus, GroupJoined, KafkaLink, KafkaRequest,
-    NotOwned, OffsetsObserved, PartitionAction, PartitionCommand, PartitionsAssigned,
-    PartitionsRevoked, ReleasePartitions, Shutdown, SkipRefused, TrackPartitions,
+    ApplyAction, Assignment, CommitPosition, DeadLetterRecord, Drain, DrainForRewind,
+    DriverStopped, Fetched, GetCheckpointStatus, GetPartitionStatus, GetStatus, GroupJoined,
+    KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetsObserved, PartitionAction,
+    PartitionCommand, PartitionsAssigned, PartitionsRestarted, PartitionsRevoked,
+    PartitionsRewound, ReleaseForRewind, ReleasePartitions, RewindPartitions, RewindTarget,
+    Shutdown, SkipRefused, TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
@@ -44,6 +50,9 @@ pub struct Supervisor {
     /// Partitions an operator paused on this instance, assigned here or not.
     paused: BTreeSet<i32>,
     observed: BTreeMap<i32, ObservedOffsets>,
+    /// Live rewinds handed to the driver thread, by id, and who waits for each.
+    rewinds: HashMap<u64, tokio::sync::oneshot::Sender<Vec<LiveRewound>>>,
+    next_rewind: u64,
     shutting_down: bool,
     /// Told when the driver thread has stopped (the service is done).
     on_stopped: Option<tokio::sync::oneshot::Sender<Option<String>>>,
@@ -67,6 +76,8 @@ impl Supervisor {
             partitions: BTreeMap::new(),
             paused: BTreeSet::new(),
             observed: BTreeMap::new(),
+            rewinds: HashMap::new(),
+            next_rewind: 1,
             shutting_down: false,
             on_stopped: Some(on_stopped),
         }
@@ -77,37 +88,31 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 }
 
-impl Handler<PartitionsAssigned> for Supervisor {
-    type Result = MessageResult<PartitionsAssigned>;
-
-    fn handle(&mut self, msg: PartitionsAssigned, _ctx: &mut Context<Self>) -> Self::Result {
-        self.deps.metrics.observe_rebalance("assign");
+impl Supervisor {
+    /// Starts an actor per assignment (the checkpoint tracks them first); where to deliver.
+    fn start_actors(
+        &mut self,
+        assignments: Vec<Assignment>,
+    ) -> Vec<(Assignment, Recipient<Fetched>)> {
         // The checkpoint tracks them before any actor can report an outcome.
         self.checkpoint.do_send(TrackPartitions {
-            assignments: msg.assignments.clone(),
+            assignments: assignments.clone(),
         });
         let mut sinks: Vec<(Assignment, Recipient<Fetched>)> = Vec::new();
-        for assignment in msg.assignments {
+        for assignment in assignments {
             let paused = self.paused.contains(&assignment.partition);
             let actor = PartitionActor::new(assignment, self.deps.clone(), paused).start();
             sinks.push((assignment, actor.clone().recipient()));
             self.partitions
                 .insert(assignment.partition, (assignment, actor));
         }
-        MessageResult(sinks)
+        sinks
     }
-}
 
-impl Handler<PartitionsRevoked> for Supervisor {
-    type Result = ResponseFuture<Vec<CommitPosition>>;
-
-    fn handle(&mut self, msg: PartitionsRevoked, _ctx: &mut Context<Self>) -> Self::Result {
-        let kind = if msg.lost { "lost" } else { "revoke" };
-        self.deps.metrics.observe_rebalance(kind);
-        let deadline = Instant::now() + self.drain_timeout;
+    /// Takes the actors of exactly these assignments out of the map.
+    fn take_actors(&mut self, assignments: &[Assignment]) -> Vec<Addr<PartitionActor>> {
         let mut actors = Vec::new();
-        for assignment in &msg.assignments {
-            self.observed.remove(&assignment.partition);
+        for assignment in assignments {
             if self
                 .partitions
                 .get(&assignment.partition)
@@ -118,6 +123,109 @@ impl Handler<PartitionsRevoked> for Supervisor {
                 }
             }
         }
+        actors
+    }
+}
+
+impl Handler<PartitionsAssigned> for Supervisor {
+    type Result = MessageResult<PartitionsAssigned>;
+
+    fn handle(&mut self, msg: PartitionsAssigned, _ctx: &mut Context<Self>) -> Self::Result {
+        self.deps.metrics.observe_rebalance("assign");
+        MessageResult(self.start_actors(msg.assignments))
+    }
+}
+
+impl Handler<PartitionsRestarted> for Supervisor {
+    type Result = MessageResult<PartitionsRestarted>;
+
+    fn handle(&mut self, msg: PartitionsRestarted, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.start_actors(msg.assignments))
+    }
+}
+
+impl Handler<RewindPartitions> for Supervisor {
+    type Result = ResponseFuture<Result<Vec<LiveRewound>, NotOwned>>;
+
+    fn handle(&mut self, msg: RewindPartitions, _ctx: &mut Context<Self>) -> Self::Result {
+        let mut targets = Vec::new();
+        for (partition, target) in msg.targets {
+            match self.partitions.get(&partition) {
+                Some((assignment, _)) => targets.push(RewindTarget {
+                    assignment: *assignment,
+                    target,
+                }),
+                None => return Box::pin(async move { Err(NotOwned(partition)) }),
+            }
+        }
+        let id = self.next_rewind;
+        self.next_rewind += 1;
+        let (tell, told) = tokio::sync::oneshot::channel();
+        let failed = |targets: &[RewindTarget], why: &str| -> Vec<LiveRewound> {
+            targets
+                .iter()
+                .map(|t| LiveRewound {
+                    partition: t.assignment.partition,
+                    decision: None,
+                    error: Some(why.to_owned()),
+                })
+                .collect()
+        };
+        if self.shutting_down {
+            let results = failed(&targets, "the service is shutting down");
+            return Box::pin(async move { Ok(results) });
+        }
+        let partitions: Vec<i32> = targets.iter().map(|t| t.assignment.partition).collect();
+        tracing::info!(id, ?partitions, "live rewind requested");
+        self.rewinds.insert(id, tell);
+        let lost = failed(&targets, "the kafka driver did not answer");
+        if !self.kafka.send(KafkaRequest::Rewind { id, targets }) {
+            self.rewinds.remove(&id);
+        }
+        Box::pin(async move { Ok(told.await.unwrap_or(lost)) })
+    }
+}
+
+impl Handler<DrainForRewind> for Supervisor {
+    type Result = ResponseFuture<Vec<(Assignment, Option<i64>)>>;
+
+    fn handle(&mut self, msg: DrainForRewind, _ctx: &mut Context<Self>) -> Self::Result {
+        let deadline = Instant::now() + self.drain_timeout;
+        let actors = self.take_actors(&msg.assignments);
+        let checkpoint = self.checkpoint.clone();
+        let assignments = msg.assignments;
+        Box::pin(async move {
+            join_all(actors.iter().map(|actor| actor.send(Drain { deadline }))).await;
+            checkpoint
+                .send(ReleaseForRewind { assignments })
+                .await
+                .unwrap_or_default()
+        })
+    }
+}
+
+impl Handler<PartitionsRewound> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PartitionsRewound, _ctx: &mut Context<Self>) {
+        tracing::info!(id = msg.id, results = ?msg.results, "live rewind done");
+        if let Some(tell) = self.rewinds.remove(&msg.id) {
+            let _ = tell.send(msg.results);
+        }
+    }
+}
+
+impl Handler<PartitionsRevoked> for Supervisor {
+    type Result = ResponseFuture<Vec<CommitPosition>>;
+
+    fn handle(&mut self, msg: PartitionsRevoked, _ctx: &mut Context<Self>) -> Self::Result {
+        let kind = if msg.lost { "lost" } else { "revoke" };
+        self.deps.metrics.observe_rebalance(kind);
+        let deadline = Instant::now() + self.drain_timeout;
+        for assignment in &msg.assignments {
+            self.observed.remove(&assignment.partition);
+        }
+        let actors = self.take_actors(&msg.assignments);
         let checkpoint = self.checkpoint.clone();
         let assignments = msg.assignments;
         Box::pin(async move {

@@ -10,7 +10,8 @@
 //! (view models and templates), [`queries`] (database reads and the audit trail) over [`pool`]
 //! (the admin's own connections), [`auth`] (token, CSRF) with [`sessions`] and [`throttle`],
 //! [`error`] (why a request failed, as JSON or as a page),
-//! [`redirect`] (where a sign-in may lead), [`sparkline`] (trend SVG).
+//! [`redirect`] (where a sign-in may lead), [`sparkline`] (trend SVG), [`rewind`] (the live
+//! rewind: its confirmation, execution and page).
 
 pub mod auth;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod pages;
 pub mod pool;
 pub mod queries;
 pub mod redirect;
+pub mod rewind;
 mod routes;
 pub mod sessions;
 pub mod sparkline;
@@ -33,6 +35,7 @@ use actix_web::{App, HttpServer, web};
 use deadpool_postgres::Pool;
 
 use crate::actors::{Monitor, Supervisor};
+use crate::kafka::reader::ReaderConfig;
 use crate::metrics::Metrics;
 
 /// No inline script or style, nothing from elsewhere, no framing by any page (SameSite cookies
@@ -58,6 +61,9 @@ pub struct AdminState {
     pub topic: String,
     /// A replayed dead letter is parsed with the consumer's payload limit.
     pub max_payload_bytes: usize,
+    /// Where the topic is, for the live rewind's lookups (a throwaway reader, never the
+    /// group member).
+    pub reader: ReaderConfig,
 }
 
 /// How long a refusal for going over a limit (wrong tokens, anonymous page loads) waits before

@@ -12,6 +12,7 @@ use clap::Args;
 pub mod admin;
 pub mod defaults;
 pub mod key;
+pub mod recovery;
 mod secret;
 
 pub use key::Key;

@@ -1,12 +1,15 @@
 //! Domain values with no I/O: the ticket status event, the record it arrives in, the outcome of
-//! processing one, why a duplicate happened, a dead letter, and a partition's offsets.
+//! processing one, why a duplicate happened, a dead letter, a partition's offsets, a point in
+//! time as an operator types it, and where a rewind to it takes a partition.
 
 pub mod dead_letter;
 pub mod duplicate;
 pub mod event;
 pub mod offsets;
 pub mod outcome;
+pub mod point_in_time;
 pub mod record;
+pub mod rewind;
 pub mod story;
 
 pub use dead_letter::{DeadLetter, LetterState};
@@ -16,4 +19,5 @@ pub use event::{
 };
 pub use offsets::ObservedOffsets;
 pub use outcome::{Outcome, UnknownCause};
+pub use point_in_time::{PointInTimeError, parse_point_in_time};
 pub use record::FetchedRecord;

@@ -11,7 +11,10 @@
 //! rebalances it noted (see [`super::context`]), sends offset commits one at a time (see
 //! [`super::commits`]) and steps the watermark over offsets without records. It sleeps on one
 //! channel, woken by the actors' requests and by librdkafka whenever one of its queues
-//! becomes non-empty.
+//! becomes non-empty. It also carries out live rewinds ([`rewind`]): a revoke and re-assign
+//! of the same partitions without a rebalance.
+
+mod rewind;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,18 +23,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use actix::Recipient;
-use chrono::DateTime;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::commits::{CommitLedger, CommitQueue};
 use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
+use super::fetched;
 use crate::actors::messages::{
-    Assignment, CommitCompleted, CommitPosition, DriverStopped, Fetched, GroupJoined, KafkaLink,
-    KafkaRequest, PartitionsAssigned, PartitionsRevoked,
+    Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, Fetched,
+    GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRestarted,
+    PartitionsRevoked, PartitionsRewound,
 };
-use crate::domain::FetchedRecord;
 
 type Consumer_ = BaseConsumer<KafkaContext>;
 type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaContext>;
@@ -53,6 +56,10 @@ pub struct DriverPorts {
     pub commits: Recipient<CommitCompleted>,
     pub joined: Recipient<GroupJoined>,
     pub stopped: Recipient<DriverStopped>,
+    /// A live rewind's drain, restart and result.
+    pub rewinding: Recipient<DrainForRewind>,
+    pub restarted: Recipient<PartitionsRestarted>,
+    pub rewound: Recipient<PartitionsRewound>,
 }
 
 /// How the driver thread behaves.
@@ -121,6 +128,9 @@ struct Reader {
     /// The highest offset the watermark will have seen once the actor reported everything
     /// sent so far: the last record sent, or the end of the last skip.
     accounted: Option<i64>,
+    /// The first offset handed to the actor in this assignment (a record's, or where a skip
+    /// ended): where a live rewind resumes a partition that resolved nothing yet.
+    first: Option<i64>,
     /// Whether the consumer's position can be trusted before any record was delivered: true
     /// on a partition's first assignment in this process. librdkafka resets its position
     /// asynchronously when a partition is given up, so after a reassignment a position seen
@@ -180,6 +190,7 @@ impl Driver {
                 }
             }
             KafkaRequest::Commit(positions) => self.ledger.request(positions),
+            KafkaRequest::Rewind { id, targets } => self.rewind(id, targets),
             KafkaRequest::Shutdown => self.begin_closing(),
             KafkaRequest::Wake => {}
         }
@@ -316,6 +327,7 @@ impl Driver {
                     sink,
                     demand: self.settings.initial_credit,
                     accounted: None,
+                    first: None,
                     fresh,
                     unchecked: true,
                 },
@@ -352,17 +364,13 @@ impl Driver {
 
     fn commit_final(&mut self, finals: Vec<CommitPosition>) {
         let deadline = Instant::now() + FINAL_COMMIT_TIMEOUT;
-        while self.ledger.in_flight().is_some() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                tracing::warn!(
-                    ?finals,
-                    "final commit skipped: the commit before it is still unanswered; the next \
-                     owner replays from the last committed offsets"
-                );
-                return;
-            }
-            self.collect_commit_answers(left);
+        if !self.settle_commit_in_flight(deadline) {
+            tracing::warn!(
+                ?finals,
+                "final commit skipped: the commit before it is still unanswered; the next \
+                 owner replays from the last committed offsets"
+            );
+            return;
         }
         if self.send_final(finals.clone()) {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -372,6 +380,19 @@ impl Driver {
                 Some(_) => tracing::warn!(?finals, "final commit not answered in time"),
             }
         }
+    }
+
+    /// Waits until the commit in flight, if any, is answered; false if it was not by
+    /// `deadline`.
+    fn settle_commit_in_flight(&mut self, deadline: Instant) -> bool {
+        while self.ledger.in_flight().is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.collect_commit_answers(left);
+        }
+        true
     }
 
     /// Hands each partition actor as many records as it asked for.
@@ -396,9 +417,10 @@ impl Driver {
                     None => break,
                 }
             }
-            let Some(last) = records.last() else {
+            let (Some(first), Some(last)) = (records.first(), records.last()) else {
                 continue;
             };
+            reader.first.get_or_insert(first.offset);
             reader.accounted = Some(last.offset);
             reader.demand -= records.len();
             reader.sink.do_send(Fetched::Records(records));
@@ -436,6 +458,7 @@ impl Driver {
                     after: reader.accounted,
                     position,
                 });
+                reader.first.get_or_insert(position);
                 reader.accounted = Some(position - 1);
             }
         }
@@ -484,27 +507,28 @@ impl Driver {
         }
     }
 
-    /// Collects the answer to the commit in flight, waiting at most `timeout`.
-    fn collect_commit_answers(&mut self, timeout: Duration) {
-        if self.ledger.in_flight().is_none() {
-            return;
-        }
-        let Some(answer) = self.commit_queue.poll(timeout) else {
-            return;
-        };
-        let Some(in_flight) = self.ledger.complete() else {
-            return;
-        };
-        self.report(&in_flight.positions, |p| answer.result_of(p));
+    /// Collects the answer to the commit in flight, waiting at most `timeout`; its results,
+    /// as reported to the checkpoint.
+    fn collect_commit_answers(
+        &mut self,
+        timeout: Duration,
+    ) -> Option<Vec<(CommitPosition, Option<String>)>> {
+        self.ledger.in_flight()?;
+        let answer = self.commit_queue.poll(timeout)?;
+        let in_flight = self.ledger.complete()?;
+        Some(self.report(&in_flight.positions, |p| answer.result_of(p)))
     }
 
     fn report(
         &self,
         positions: &[CommitPosition],
         result_of: impl Fn(&CommitPosition) -> Option<String>,
-    ) {
-        let results = positions.iter().map(|p| (*p, result_of(p))).collect();
-        self.ports.commits.do_send(CommitCompleted { results });
+    ) -> Vec<(CommitPosition, Option<String>)> {
+        let results: Vec<_> = positions.iter().map(|p| (*p, result_of(p))).collect();
+        self.ports.commits.do_send(CommitCompleted {
+            results: results.clone(),
+        });
+        results
     }
 
     /// After the loop: any rebalance still noted is answered with librdkafka's default, and
@@ -524,18 +548,5 @@ impl Driver {
             );
             self.readers.clear();
         }
-    }
-}
-
-/// Copies a record out of librdkafka for its actor.
-fn fetched(message: &BorrowedMessage<'_>) -> FetchedRecord {
-    FetchedRecord {
-        offset: message.offset(),
-        key: message.key().map(<[u8]>::to_vec),
-        payload: message.payload().map(<[u8]>::to_vec),
-        timestamp: message
-            .timestamp()
-            .to_millis()
-            .and_then(DateTime::from_timestamp_millis),
     }
 }

@@ -1,12 +1,32 @@
 //! Kafka: the consumer's client configuration, its context (what librdkafka calls back), the
 //! offset commits and the driver thread that is the only caller of the consumer. Above the
-//! actors: it delivers to them through their recipients and serves their requests.
+//! actors: it delivers to them through their recipients and serves their requests. Beside the
+//! group member, for recovery: a throwaway [`reader`] of the topic and the group's offsets as
+//! an outside tool sees them ([`group`]).
 
 pub mod client;
 pub mod commits;
 pub mod context;
 pub mod driver;
+pub mod group;
+pub mod reader;
 
 pub use client::consumer_config;
 pub use context::KafkaContext;
 pub use driver::{DriverPorts, DriverSettings, spawn_driver};
+
+/// Copies a record out of librdkafka.
+pub(crate) fn fetched(
+    message: &rdkafka::message::BorrowedMessage<'_>,
+) -> crate::domain::FetchedRecord {
+    use rdkafka::message::Message;
+    crate::domain::FetchedRecord {
+        offset: message.offset(),
+        key: message.key().map(<[u8]>::to_vec),
+        payload: message.payload().map(<[u8]>::to_vec),
+        timestamp: message
+            .timestamp()
+            .to_millis()
+            .and_then(chrono::DateTime::from_timestamp_millis),
+    }
+}

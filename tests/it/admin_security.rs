@@ -347,6 +347,36 @@ async fn every_route_sends_the_security_headers() {
         )
         .await,
         request(&addr, "POST", "/api/partitions/0/actions/pause", &[], "").await,
+        // The live rewind: its preview pages, a form without a valid CSRF token, the API.
+        post_form(
+            &addr,
+            "/partitions/0/rewind",
+            Some(&cookie),
+            &format!("csrf={csrf}&to=2026-12-02T10%3A00%3A00Z"),
+        )
+        .await,
+        post_form(
+            &addr,
+            "/rewind",
+            Some(&cookie),
+            &format!("csrf={csrf}&to=2026-12-02T10%3A00%3A00Z"),
+        )
+        .await,
+        post_form(
+            &addr,
+            "/partitions/0/rewind/confirm",
+            Some(&cookie),
+            "csrf=x&to=2026-12-02T10%3A00%3A00Z",
+        )
+        .await,
+        request(
+            &addr,
+            "POST",
+            "/api/rewind?to=2026-12-02T10:00:00Z&dry_run=true",
+            &[("Authorization", &bearer)],
+            "",
+        )
+        .await,
         // The remedies for poison records, refused and carried out.
         post_form(
             &addr,
@@ -381,6 +411,12 @@ async fn every_route_sends_the_security_headers() {
         .await,
         post_form(&addr, "/logout", Some(&cookie), &format!("csrf={csrf}")).await,
     ];
+    let rewinds: Vec<u16> = posts[6..10].iter().map(|r| r.status).collect();
+    assert_eq!(
+        rewinds,
+        [200, 200, 403, 200],
+        "the rewind previews, a confirmation without the CSRF token, the API's dry run"
+    );
     for response in &posts {
         assert_security_headers(&format!("POST → {}", response.status), response, false);
         checked.push(response.status);

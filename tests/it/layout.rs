@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The service's layers, bottom up, as `src/lib.rs` lists them.
-const LAYERS: [&[&str]; 10] = [
+const LAYERS: [&[&str]; 11] = [
     &["domain", "watermark", "backoff", "stuck"],
     &["error_text"],
     &["db", "metrics"],
@@ -14,6 +14,7 @@ const LAYERS: [&[&str]; 10] = [
     &["work"],
     &["actors"],
     &["kafka"],
+    &["recovery"],
     &["admin"],
     &["startup"],
 ];

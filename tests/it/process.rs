@@ -6,39 +6,8 @@ use std::time::Duration;
 
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
 use crate::support::kafka::{Broker, TestKafka, numbered_event};
+use crate::support::kafka::{produce, wait_committed};
 use crate::support::service::ServiceProcess;
-
-/// Produces events `range`, round robin over the partitions, all in flight at once.
-async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>) {
-    let producer = kafka.producer();
-    let partitions = kafka.partitions as usize;
-    let sends = range.map(|i| {
-        let producer = &producer;
-        async move {
-            let body = numbered_event(i);
-            kafka
-                .send(producer, Some((i % partitions) as i32), "k", &body)
-                .await
-        }
-    });
-    futures::future::join_all(sends).await;
-}
-
-/// Waits until the broker has `ends` committed for `group`.
-async fn wait_committed(kafka: &TestKafka, group: &str, ends: &[i64], timeout: Duration) {
-    let mut last = Vec::new();
-    let reached = tokio::time::timeout(timeout, async {
-        loop {
-            last = kafka.committed(group).await;
-            if last == ends {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await;
-    assert!(reached.is_ok(), "committed {last:?} never reached {ends:?}");
-}
 
 /// Waits until `members` own every partition between them, each at least one.
 async fn wait_shared(kafka: &TestKafka, members: &[&ServiceProcess], what: &str) {

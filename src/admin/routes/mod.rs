@@ -4,7 +4,8 @@
 //! never a 500.
 //!
 //! Layout: [`pages`] (HTML), [`session`] (sign in and out), [`actions`] (operator actions),
-//! [`remedies`] (dead-letter a record, replay dead letters), [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`] (stylesheet and script); this
+//! [`remedies`] (dead-letter a record, replay dead letters), [`rewind`] (the live rewind),
+//! [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`] (stylesheet and script); this
 //! file holds the shared plumbing and the health endpoints.
 
 mod actions;
@@ -13,6 +14,7 @@ mod assets;
 mod gate;
 mod pages;
 mod remedies;
+mod rewind;
 mod session;
 
 use actix_web::http::StatusCode;
@@ -68,6 +70,12 @@ pub fn configure_admin(config: &mut web::ServiceConfig) {
         .service(remedies::replay_all_api)
         .service(remedies::replay_form)
         .service(remedies::replay_api)
+        .service(rewind::partition_rewind)
+        .service(rewind::partition_rewind_confirm)
+        .service(rewind::instance_rewind)
+        .service(rewind::instance_rewind_confirm)
+        .service(rewind::api_partition_rewind)
+        .service(rewind::api_instance_rewind)
         .service(pages::dead_letters_page)
         .service(pages::ticket_search)
         .service(pages::ticket_page)

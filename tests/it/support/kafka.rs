@@ -394,3 +394,35 @@ pub fn story_901() -> Vec<u8> {
         .to_json()
         .into_bytes()
 }
+
+/// Produces events `range`, round robin over the partitions, all in flight at once.
+pub async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>) {
+    let producer = kafka.producer();
+    let partitions = kafka.partitions as usize;
+    let sends = range.map(|i| {
+        let producer = &producer;
+        async move {
+            let body = numbered_event(i);
+            kafka
+                .send(producer, Some((i % partitions) as i32), "k", &body)
+                .await
+        }
+    });
+    futures::future::join_all(sends).await;
+}
+
+/// Waits until the broker has `ends` committed for `group`.
+pub async fn wait_committed(kafka: &TestKafka, group: &str, ends: &[i64], timeout: Duration) {
+    let mut last = Vec::new();
+    let reached = tokio::time::timeout(timeout, async {
+        loop {
+            last = kafka.committed(group).await;
+            if last == ends {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(reached.is_ok(), "committed {last:?} never reached {ends:?}");
+}

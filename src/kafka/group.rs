@@ -1,0 +1,171 @@
+//! A consumer group's offsets as an outside tool sees them (the `rewind` command): whether the
+//! group has active members, its committed offsets, and committing new ones from outside the
+//! group, which Kafka accepts only while the group has no active member.
+//!
+//! Every call blocks: run it on a thread of its own, never on an actix thread.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::{Offset, TopicPartitionList};
+use serde::Serialize;
+
+const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The group's offsets could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    #[error("could not create the kafka client for group {0}")]
+    Create(String, #[source] KafkaError),
+    #[error("could not read the committed offsets of group {0}")]
+    Committed(String, #[source] KafkaError),
+    #[error("group {0} has active members: the broker refused the commit")]
+    Active(String, #[source] KafkaError),
+    #[error("could not commit the offsets of group {0}")]
+    Commit(String, #[source] KafkaError),
+}
+
+/// A member of the group, as the broker describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Member {
+    pub client_id: String,
+    pub host: String,
+}
+
+/// Who is in the group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Membership {
+    /// The broker says the group has no active member (state Empty or Dead).
+    Empty,
+    /// The group has members, or is rebalancing.
+    Active { state: String, members: Vec<Member> },
+    /// The broker did not describe the group (it may not support DescribeGroups); its answer
+    /// to the commit decides.
+    Unknown { reason: String },
+}
+
+/// The group's offsets on one topic.
+pub struct GroupOffsets {
+    consumer: BaseConsumer,
+    group: String,
+    topic: String,
+}
+
+impl GroupOffsets {
+    /// A client for `group` that never joins it (no subscription): it only reads and commits
+    /// offsets.
+    pub fn open(
+        brokers: &str,
+        topic: &str,
+        group: &str,
+        options: &[(String, String)],
+    ) -> Result<GroupOffsets, GroupError> {
+        let mut client = ClientConfig::new();
+        for (key, value) in options {
+            client.set(key, value);
+        }
+        client
+            .set("bootstrap.servers", brokers)
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false");
+        let consumer = client
+            .create()
+            .map_err(|e| GroupError::Create(group.to_owned(), e))?;
+        Ok(GroupOffsets {
+            consumer,
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+        })
+    }
+
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// Who is in the group, as DescribeGroups says.
+    pub fn membership(&self) -> Membership {
+        let groups = match self
+            .consumer
+            .fetch_group_list(Some(&self.group), QUERY_TIMEOUT)
+        {
+            Ok(groups) => groups,
+            Err(error) => {
+                return Membership::Unknown {
+                    reason: format!("describing the group failed: {error}"),
+                };
+            }
+        };
+        let Some(info) = groups.groups().iter().find(|g| g.name() == self.group) else {
+            return Membership::Unknown {
+                reason: "the broker did not describe the group".into(),
+            };
+        };
+        let members: Vec<Member> = info
+            .members()
+            .iter()
+            .map(|m| Member {
+                client_id: m.client_id().to_owned(),
+                host: m.client_host().to_owned(),
+            })
+            .collect();
+        match info.state() {
+            "Empty" | "Dead" if members.is_empty() => Membership::Empty,
+            state => Membership::Active {
+                state: state.to_owned(),
+                members,
+            },
+        }
+    }
+
+    /// The committed offset of each of `partitions` (`None`: nothing committed).
+    pub fn committed(&self, partitions: &[i32]) -> Result<BTreeMap<i32, Option<i64>>, GroupError> {
+        let mut query = TopicPartitionList::new();
+        for &partition in partitions {
+            query.add_partition(&self.topic, partition);
+        }
+        let answer = self
+            .consumer
+            .committed_offsets(query, QUERY_TIMEOUT)
+            .map_err(|e| GroupError::Committed(self.group.clone(), e))?;
+        let committed = partitions
+            .iter()
+            .map(|&p| {
+                let offset = match answer.find_partition(&self.topic, p).map(|e| e.offset()) {
+                    Some(Offset::Offset(offset)) if offset >= 0 => Some(offset),
+                    _ => None,
+                };
+                (p, offset)
+            })
+            .collect();
+        // Lists from the consumer must go before the consumer does.
+        drop(answer);
+        Ok(committed)
+    }
+
+    /// Commits `offsets` for the group from outside it. Kafka refuses it while the group has
+    /// an active member ([`GroupError::Active`]).
+    pub fn commit(&self, offsets: &BTreeMap<i32, i64>) -> Result<(), GroupError> {
+        let mut list = TopicPartitionList::new();
+        for (&partition, &offset) in offsets {
+            list.add_partition_offset(&self.topic, partition, Offset::Offset(offset))
+                .map_err(|e| GroupError::Commit(self.group.clone(), e))?;
+        }
+        self.consumer
+            .commit(&list, CommitMode::Sync)
+            .map_err(|error| {
+                use RDKafkaErrorCode::*;
+                match error.rdkafka_error_code() {
+                    Some(
+                        UnknownMemberId | IllegalGeneration | RebalanceInProgress
+                        | FencedInstanceId,
+                    ) => GroupError::Active(self.group.clone(), error),
+                    _ => GroupError::Commit(self.group.clone(), error),
+                }
+            })
+    }
+}

@@ -1,0 +1,87 @@
+//! Rewinds in the audit trail (`admin_actions`), from the `rewind` command and from the admin
+//! alike: one row per partition, saying where it was, where it went and why.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use deadpool_postgres::Pool;
+
+use crate::domain::rewind::Decision;
+use crate::inbox::PgInboxError;
+
+/// The action's name in the audit trail.
+pub const ACTION: &str = "rewind";
+
+/// A partition's line in the audit trail (pure): `ok: 120 -> 80 (40 offsets replayed), to
+/// 2026-12-02T10:00:00.000Z`, `kept at 40: already at or before that time, ...`, or the error
+/// (after the decision, if there was one).
+pub fn result_text(decision: Option<&Decision>, to: DateTime<Utc>, error: Option<&str>) -> String {
+    let at = to.to_rfc3339_opts(SecondsFormat::Millis, true);
+    let offset = |o: Option<i64>| o.map_or_else(|| "none".to_owned(), |o| o.to_string());
+    let decided = match decision {
+        Some(decision @ Decision::Rewind { from, to: target }) => format!(
+            "ok: {from} -> {target} ({} offsets replayed), to {at}",
+            decision.replayed()
+        ),
+        Some(Decision::Keep { position, reason }) => format!(
+            "kept at {}: {}, to {at}",
+            offset(*position),
+            reason.describe()
+        ),
+        None => format!("failed, to {at}"),
+    };
+    match error {
+        Some(error) => format!("{decided}; {error}"),
+        None => decided,
+    }
+}
+
+const RECORD: &str = "INSERT INTO admin_actions (kafka_partition, action, actor, result) \
+     SELECT p, $1, $2, r FROM unnest($3::int[], $4::text[]) AS t(p, r)";
+
+/// Records one rewind: a row per partition with its [`result_text`], in one statement.
+pub async fn record(pool: &Pool, actor: &str, rows: &[(i32, String)]) -> Result<(), PgInboxError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let partitions: Vec<i32> = rows.iter().map(|(p, _)| *p).collect();
+    let results: Vec<&str> = rows.iter().map(|(_, r)| r.as_str()).collect();
+    let client = pool.get().await.map_err(PgInboxError::Pool)?;
+    let statement = client.prepare_cached(RECORD).await?;
+    client
+        .execute(&statement, &[&ACTION, &actor, &partitions, &results])
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::rewind::Keep;
+
+    #[test]
+    fn the_audit_line_says_where_from_where_to_and_when() {
+        let to = DateTime::parse_from_rfc3339("2026-12-02T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let moved = Decision::Rewind { from: 120, to: 80 };
+        assert_eq!(
+            result_text(Some(&moved), to, None),
+            "ok: 120 -> 80 (40 offsets replayed), to 2026-12-02T10:00:00.000Z"
+        );
+        let kept = Decision::Keep {
+            position: Some(40),
+            reason: Keep::NotPastTarget,
+        };
+        assert_eq!(
+            result_text(Some(&kept), to, None),
+            "kept at 40: already at or before that time, to 2026-12-02T10:00:00.000Z"
+        );
+        assert_eq!(
+            result_text(None, to, Some("seek failed")),
+            "failed, to 2026-12-02T10:00:00.000Z; seek failed"
+        );
+        assert_eq!(
+            result_text(Some(&moved), to, Some("commit not answered")),
+            "ok: 120 -> 80 (40 offsets replayed), to 2026-12-02T10:00:00.000Z; commit not answered"
+        );
+    }
+}

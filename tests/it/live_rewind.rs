@@ -1,0 +1,443 @@
+//! The live rewind while the service consumes: through the API (a partition, then the whole
+//! instance while a producer keeps going) and through a real browser (preview, confirm). The
+//! replayed records are redeliveries, nothing is stored twice, and the offsets end where the
+//! topic ends.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::support::app::{TestApp, spawn_app};
+use crate::support::helpers::{TestDb, assert_stored_once, test_database, wait_for};
+use crate::support::http::{Response, request};
+use crate::support::kafka::{Broker, TestKafka, numbered_event};
+use crate::support::webdriver::Browser;
+
+const TOKEN: &str = "test-admin-token";
+
+fn at(time: DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A point in time strictly between the records produced before it and after it (record
+/// timestamps are milliseconds).
+async fn a_moment_between() -> DateTime<Utc> {
+    let moment = Utc::now() + chrono::Duration::milliseconds(1);
+    wait_for(Duration::from_secs(5), "the clock to pass", || async {
+        (Utc::now() > moment).then_some(())
+    })
+    .await;
+    moment
+}
+
+/// Produces events `range` to `partition` (None: round robin over two), one after the other.
+async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>, partition: Option<i32>) {
+    let producer = kafka.producer();
+    for i in range {
+        let partition = partition.unwrap_or((i % 2) as i32);
+        kafka
+            .send(&producer, Some(partition), "k", &numbered_event(i))
+            .await;
+    }
+}
+
+async fn post(app: &TestApp, path: &str, token: Option<&str>) -> Response {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = bearer
+        .as_deref()
+        .map(|b| vec![("Authorization", b)])
+        .unwrap_or_default();
+    let admin = app.handle.admin_addr.to_string();
+    request(&admin, "POST", path, &headers, "").await
+}
+
+/// Redeliveries since the service started, from `/metrics` (the actors' own counts start
+/// again with each assignment, and a live rewind makes new assignments).
+async fn redeliveries(app: &TestApp) -> u64 {
+    duplicates_total(app, "redelivery").await
+}
+
+async fn duplicates_total(app: &TestApp, cause: &str) -> u64 {
+    let admin = app.handle.admin_addr.to_string();
+    let metrics = request(&admin, "GET", "/metrics", &[], "").await;
+    assert_eq!(metrics.status, 200);
+    let label = format!("cause=\"{cause}\"");
+    metrics
+        .body
+        .lines()
+        .filter(|line| line.starts_with("history_duplicates_total{") && line.contains(&label))
+        .map(|line| {
+            let value = line.rsplit(' ').next().unwrap();
+            value.parse::<f64>().unwrap() as u64
+        })
+        .sum()
+}
+
+#[actix_web::test]
+async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries_on_the_mock()
+{
+    a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries_on_tansu() {
+    a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(Broker::Tansu)
+        .await;
+}
+
+async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(
+    broker: Broker,
+) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(2).await;
+    let start = Utc::now();
+    produce(&kafka, 0..20, None).await;
+    let middle = a_moment_between().await;
+    produce(&kafka, 20..40, None).await;
+    app.wait_committed(&kafka, &[20, 20]).await;
+
+    // The confirmation step: how many records a rewind of partition 0 would replay.
+    let path = format!("/api/partitions/0/rewind?to={}", at(middle));
+    let plan = post(&app, &format!("{path}&dry_run=true"), Some(TOKEN)).await;
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    let plan = plan.json();
+    let row = &plan["plan"]["partitions"][0];
+    assert_eq!(row["position"], 20);
+    assert_eq!(row["target"]["offset"], 10);
+    assert_eq!(row["decision"]["decision"], "rewind");
+    assert_eq!(plan["plan"]["replayed"], 10);
+    assert_eq!(redeliveries(&app).await, 0, "a dry run changes nothing");
+
+    // Refusals: no token, a wrong token, a partition of another instance, a time without zone.
+    assert_eq!(post(&app, &path, None).await.status, 401);
+    assert_eq!(
+        post(&app, &path, Some("wrong-token-wrong")).await.status,
+        401
+    );
+    let elsewhere = format!("/api/partitions/7/rewind?to={}", at(middle));
+    assert_eq!(post(&app, &elsewhere, Some(TOKEN)).await.status, 409);
+    let vague = post(&app, "/api/rewind?to=2026-12-02T10:00:00", Some(TOKEN)).await;
+    assert_eq!(vague.status, 400);
+    assert!(vague.body.contains("time zone"), "{}", vague.body);
+
+    let done = post(&app, &path, Some(TOKEN)).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let done = done.json();
+    let result = &done["partitions"][0];
+    assert_eq!(result["partition"], 0);
+    assert_eq!(result["error"], serde_json::Value::Null, "{done}");
+    assert_eq!(result["decision"]["from"], 20);
+    assert_eq!(result["decision"]["to"], 10);
+    wait_for(
+        Duration::from_secs(30),
+        "the ten replayed records to be redeliveries",
+        || async { (redeliveries(&app).await == 10).then_some(()) },
+    )
+    .await;
+    app.wait_committed(&kafka, &[20, 20]).await;
+    let partition = app.partition(0).await.expect("partition 0");
+    assert!(
+        partition.actor.expect("its actor").generation > 1,
+        "a new assignment"
+    );
+    let audit = request(
+        &app.handle.admin_addr.to_string(),
+        "GET",
+        "/api/actions",
+        &[],
+        "",
+    )
+    .await
+    .json();
+    let last = &audit["actions"][0];
+    assert_eq!(last["action"], "rewind");
+    assert_eq!(last["partition"], 0);
+    assert!(
+        last["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("ok: 20 -> 10 (10 offsets replayed)"),
+        "{last}"
+    );
+
+    // The whole instance back to the start while a producer keeps going.
+    let producing = {
+        let producer = kafka.producer();
+        let topic = kafka.topic.clone();
+        let acknowledged = kafka.acknowledged();
+        actix_web::rt::spawn(async move {
+            for i in 40..240 {
+                let body = numbered_event(i);
+                let record = rdkafka::producer::FutureRecord::to(&topic)
+                    .partition((i % 2) as i32)
+                    .key("k")
+                    .payload(&body);
+                let delivery = producer
+                    .send(record, Duration::from_secs(30))
+                    .await
+                    .map_err(|(e, _)| e)
+                    .unwrap();
+                acknowledged.record(delivery.partition, delivery.offset);
+            }
+        })
+    };
+    let all = post(&app, &format!("/api/rewind?to={}", at(start)), Some(TOKEN)).await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    let all = all.json();
+    let mut replayed = 0;
+    for result in all["partitions"].as_array().unwrap() {
+        assert_eq!(result["error"], serde_json::Value::Null, "{all}");
+        assert_eq!(result["decision"]["to"], 0, "{all}");
+        replayed += result["decision"]["from"].as_u64().unwrap();
+    }
+    assert!(
+        replayed >= 40,
+        "at least the 40 records before the rewind: {all}"
+    );
+    let audit = request(
+        &app.handle.admin_addr.to_string(),
+        "GET",
+        "/api/actions",
+        &[],
+        "",
+    )
+    .await
+    .json();
+    let mut audited: Vec<(i64, String)> = audit["actions"].as_array().unwrap()[..2]
+        .iter()
+        .map(|a| {
+            assert_eq!(a["action"], "rewind", "{a}");
+            let result = a["result"].as_str().unwrap().to_owned();
+            (a["partition"].as_i64().unwrap(), result)
+        })
+        .collect();
+    audited.sort();
+    assert_eq!(audited.iter().map(|a| a.0).collect::<Vec<_>>(), [0, 1]);
+    for (partition, result) in &audited {
+        assert!(
+            result.starts_with("ok: ") && result.contains(" -> 0 ("),
+            "partition {partition}: {result}"
+        );
+    }
+    producing.await.unwrap();
+    let ends = kafka.ends().await;
+    app.wait_committed(&kafka, &ends).await;
+    assert_stored_once(&db, 240).await;
+    assert_eq!(
+        redeliveries(&app).await,
+        10 + replayed,
+        "every record read again is a redelivery, each once"
+    );
+    assert_eq!(duplicates_total(&app, "republish").await, 0);
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser_on_the_mock() {
+    an_operator_previews_and_confirms_live_rewinds_in_the_browser(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser_on_tansu() {
+    an_operator_previews_and_confirms_live_rewinds_in_the_browser(Broker::Tansu).await;
+}
+
+/// A partition from its page, then every partition of the instance from the overview.
+async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: Broker) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(2).await;
+    let start = Utc::now();
+    produce(&kafka, 0..10, Some(0)).await;
+    let middle = a_moment_between().await;
+    produce(&kafka, 10..22, Some(0)).await;
+    app.wait_committed(&kafka, &[22, -1]).await;
+    let admin = app.handle.admin_addr.to_string();
+
+    let browser = Browser::start().await;
+    browser
+        .goto(&format!("http://{admin}/login?next=/partitions/0"))
+        .await;
+    browser.wait_for_element("#token").await;
+    browser.type_into("#token", TOKEN).await;
+    browser.click("#sign-in").await;
+    browser.wait_for_element("#rewind-to").await;
+    browser.type_into("#rewind-to", &at(middle)).await;
+    browser.click("#rewind-preview").await;
+
+    browser.wait_for_element("#rewind-plan").await;
+    assert_eq!(
+        browser
+            .text("#rewind-plan tr[data-partition='0'] .replay")
+            .await,
+        "12"
+    );
+    assert!(
+        browser
+            .text("#rewind-total")
+            .await
+            .starts_with("12 records"),
+        "{}",
+        browser.text("#rewind-total").await
+    );
+    assert_eq!(
+        redeliveries(&app).await,
+        0,
+        "nothing happens before the confirmation"
+    );
+    browser.click("#confirm-rewind").await;
+
+    browser.wait_for_element("#rewind-done").await;
+    let row = browser.text("#rewind-result tr[data-partition='0']").await;
+    assert!(row.contains("rewound"), "{row}");
+    wait_for(
+        Duration::from_secs(30),
+        "the twelve replayed records to be redeliveries",
+        || async { (redeliveries(&app).await == 12).then_some(()) },
+    )
+    .await;
+    app.wait_committed(&kafka, &[22, -1]).await;
+    assert_stored_once(&db, 22).await;
+
+    browser.click("#rewind-back").await;
+    browser.wait_for_element("#partition-state").await;
+    assert!(
+        browser
+            .source()
+            .await
+            .contains("ok: 22 -&gt; 10 (12 offsets replayed)"),
+        "the partition page lists the rewind among its operator actions"
+    );
+
+    // Every partition of the instance, from the overview, back to before the first record.
+    browser.goto(&format!("http://{admin}/")).await;
+    browser.wait_for_element("#rewind-all-to").await;
+    browser.type_into("#rewind-all-to", &at(start)).await;
+    browser.click("#rewind-all-preview").await;
+    browser.wait_for_element("#rewind-plan").await;
+    assert_eq!(
+        browser
+            .text("#rewind-plan tr[data-partition='0'] .replay")
+            .await,
+        "22"
+    );
+    assert_eq!(
+        browser
+            .text("#rewind-plan tr[data-partition='1'] .replay")
+            .await,
+        "0",
+        "partition 1 holds no record"
+    );
+    assert_eq!(
+        redeliveries(&app).await,
+        12,
+        "nothing happens before the confirmation"
+    );
+    browser.click("#confirm-rewind").await;
+    browser.wait_for_element("#rewind-done").await;
+    let row = browser.text("#rewind-result tr[data-partition='0']").await;
+    assert!(row.contains("rewound"), "{row}");
+    wait_for(
+        Duration::from_secs(30),
+        "the 22 records of partition 0 to be read again as redeliveries",
+        || async { (redeliveries(&app).await == 12 + 22).then_some(()) },
+    )
+    .await;
+    app.wait_committed(&kafka, &[22, -1]).await;
+    assert_stored_once(&db, 22).await;
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM admin_actions WHERE action = 'rewind'")
+            .await,
+        3,
+        "the partition's rewind and the instance's two partitions are audited"
+    );
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them_on_the_mock() {
+    a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them_on_tansu() {
+    a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(Broker::Tansu).await;
+}
+
+/// The drained actor drops the Unknown records it held; the consumer must read them again.
+async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(broker: Broker) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(2).await;
+    let start = Utc::now();
+    produce(&kafka, 0..10, Some(0)).await;
+    app.wait_committed(&kafka, &[10, -1]).await;
+    inbox_fault(&db, true).await;
+    produce(&kafka, 10..20, Some(0)).await;
+    wait_for(
+        Duration::from_secs(30),
+        "the ten new records to be Unknown",
+        || async {
+            let partition = app.partition(0).await?;
+            (partition.actor?.backlog.len() == 10).then_some(())
+        },
+    )
+    .await;
+
+    let done = post(
+        &app,
+        &format!("/api/partitions/0/rewind?to={}", at(start)),
+        Some(TOKEN),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let done = done.json();
+    let result = &done["partitions"][0];
+    assert_eq!(result["error"], serde_json::Value::Null, "{done}");
+    assert_eq!(
+        result["decision"]["from"], 10,
+        "where the Unknown records begin: {done}"
+    );
+    assert_eq!(result["decision"]["to"], 0, "{done}");
+
+    wait_for(
+        Duration::from_secs(30),
+        "the ten records before the Unknown ones to be redeliveries",
+        || async { (redeliveries(&app).await == 10).then_some(()) },
+    )
+    .await;
+    // The rewound offset was committed (no error above); now the watermark stops again at the
+    // first Unknown record.
+    app.wait_committed(&kafka, &[10, -1]).await;
+    inbox_fault(&db, false).await;
+    app.wait_committed(&kafka, &[20, -1]).await;
+    assert_stored_once(&db, 20).await;
+    assert_eq!(redeliveries(&app).await, 10);
+    app.shutdown().await;
+}
+
+/// Makes every insert of a new event into the inbox fail with a transient error
+/// (serialization_failure), or stops doing so; events already stored are still recognised.
+async fn inbox_fault(db: &TestDb, on: bool) {
+    const ON: &str = "
+        CREATE OR REPLACE FUNCTION injected_inbox_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NOT EXISTS (SELECT 1 FROM inbox WHERE event_id = NEW.event_id) THEN
+                RAISE EXCEPTION 'injected fault' USING ERRCODE = 'serialization_failure';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER injected_inbox_fault BEFORE INSERT ON inbox
+            FOR EACH ROW EXECUTE FUNCTION injected_inbox_fault();";
+    const OFF: &str = "DROP TRIGGER injected_inbox_fault ON inbox";
+    let client = db.pool.get().await.expect("a connection");
+    client
+        .batch_execute(if on { ON } else { OFF })
+        .await
+        .expect("the fault trigger");
+}

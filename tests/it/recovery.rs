@@ -1,0 +1,444 @@
+//! Recovery as an operator does it, with the real binary: the database restored from a backup
+//! is checked with `verify`, made whole by `rewind` to the backup's time and a restart, and
+//! checked again; `rewind` refuses while the group has a member; `verify` tells dead letters and
+//! republished duplicates apart from missing events.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::Value;
+
+use history_consumer::kafka::group::{GroupOffsets, Membership};
+
+use crate::support::app::spawn_app;
+use crate::support::helpers::{
+    TestDb, assert_stored_once, killed_when_the_spawning_thread_ends, test_database, unique_name,
+    wait_for,
+};
+use crate::support::kafka::{Broker, TestKafka, numbered_event};
+use crate::support::kafka::{produce, wait_committed};
+use crate::support::service::ServiceProcess;
+
+/// What a run of the binary gave.
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!("not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
+    }
+}
+
+/// Runs `history-consumer <args>` as an operator would, with a deadline.
+pub async fn history_consumer(args: &[&str]) -> Run {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_history-consumer"));
+    killed_when_the_spawning_thread_ends(&mut command);
+    command
+        .args(args)
+        .env("HISTORY_LOG", "warn")
+        .env_remove("HISTORY_DATABASE_URL")
+        .stdin(Stdio::null());
+    let mut command = tokio::process::Command::from(command);
+    command.kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(180), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("history-consumer {args:?} did not finish in time"))
+        .expect("the binary runs");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// `verify --json` against the test's topic and database.
+async fn verify(kafka: &TestKafka, db: &TestDb, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "verify",
+        "--brokers",
+        &kafka.brokers,
+        "--topic",
+        &kafka.topic,
+        "--database-url",
+        &db.url,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    history_consumer(&args).await
+}
+
+/// A PostgreSQL client program beside the test cluster's server binaries.
+async fn pg_tool(name: &str, args: &[&str]) {
+    let bin = history_consumer::tools::pg_cluster::find_binaries().expect("PostgreSQL binaries");
+    let output = tokio::process::Command::new(bin.join(name))
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("running {name}: {e}"));
+    assert!(
+        output.status.success(),
+        "{name} {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+async fn pg_dump(db: &TestDb, file: &Path) {
+    let file = file.to_str().unwrap();
+    pg_tool("pg_dump", &["--format=custom", "--file", file, &db.url]).await;
+}
+
+/// Restores the dump over the database, as after losing it: every table as it was dumped.
+async fn pg_restore(db: &TestDb, file: &Path) {
+    let file = file.to_str().unwrap();
+    let args = [
+        "--clean",
+        "--if-exists",
+        "--single-transaction",
+        "--dbname",
+        &db.url,
+        file,
+    ];
+    pg_tool("pg_restore", &args).await;
+}
+
+/// Republishes events `range` as an outbox would after a crash: the same payload again, on the
+/// other partition of two.
+async fn republish(kafka: &TestKafka, range: std::ops::Range<usize>) {
+    let producer = kafka.producer();
+    for i in range {
+        let partition = ((i + 1) % 2) as i32;
+        kafka
+            .send(&producer, Some(partition), "k", &numbered_event(i))
+            .await;
+    }
+}
+
+async fn rows(db: &TestDb) -> i64 {
+    db.scalar("SELECT count(*) FROM history_events").await
+}
+
+/// Stops `service` and waits until the broker describes `group` without members.
+///
+/// On tansu 0.6 the service's graceful leave sometimes leaves its member behind: described as
+/// active (state Stable), refusing commits from outside the group (UnknownMemberId), still there
+/// 60 s later; another member joining and leaving cleared it about half the time. Measured:
+/// 2 and 4 of 6 exits of the binary, 3 of 6 of the in-process service. A plain rdkafka consumer
+/// (subscribe, poll, commit, unsubscribe, drop; cooperative-sticky) never did it in 24 runs,
+/// so something in the driver's leave sequence provokes it; not yet understood (a Kafka broker
+/// would drop such a member after `session.timeout.ms`). `rewind` rightly refuses meanwhile, so
+/// this test does what an operator would do: start and stop a member again.
+async fn stop_and_leave_the_group_empty(
+    mut service: ServiceProcess,
+    db: &TestDb,
+    kafka: &TestKafka,
+    group: &str,
+) {
+    for attempt in 1..=10 {
+        service.sigterm();
+        assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(0));
+        if group_is_empty_within(kafka, group, Duration::from_secs(3)).await {
+            return;
+        }
+        eprintln!("attempt {attempt}: the broker still describes a member of {group}; again");
+        service = ServiceProcess::spawn(db, kafka, group);
+        wait_for(
+            Duration::from_secs(60),
+            "the member to be assigned",
+            || async {
+                (service.owned_partitions().await == kafka.partitions as usize).then_some(())
+            },
+        )
+        .await;
+    }
+    panic!("the broker went on describing a member of {group} that left");
+}
+
+async fn group_is_empty_within(kafka: &TestKafka, group: &str, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let (brokers, topic, group) =
+            (kafka.brokers.clone(), kafka.topic.clone(), group.to_owned());
+        let membership = tokio::task::spawn_blocking(move || {
+            GroupOffsets::open(&brokers, &topic, &group, &[])
+                .expect("a client of the group")
+                .membership()
+        })
+        .await
+        .unwrap();
+        if !matches!(membership, Membership::Active { .. }) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn millis(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+#[actix_web::test]
+async fn a_database_restored_from_a_backup_is_made_whole_by_a_rewind_to_the_backups_time_and_verify_proves_it_on_tansu()
+ {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(Broker::Tansu, 2).await;
+    let group = unique_name("group");
+    let dump = tempfile::NamedTempFile::new().unwrap();
+
+    // Before the backup: 150 events and 10 republished duplicates, all consumed.
+    produce(&kafka, 0..150).await;
+    republish(&kafka, 0..10).await;
+    let service = ServiceProcess::spawn(&db, &kafka, &group);
+    let before_backup = kafka.ends().await;
+    wait_committed(&kafka, &group, &before_backup, Duration::from_secs(90)).await;
+    // Every record so far was produced (CreateTime) before this instant, everything after it
+    // later: the backup's time as offsetsForTimes sees record timestamps.
+    let backup_time = Utc::now();
+    pg_dump(&db, dump.path()).await;
+
+    // After the backup: 150 more events and 10 more duplicates, consumed as well.
+    produce(&kafka, 150..300).await;
+    republish(&kafka, 150..160).await;
+    let ends = kafka.ends().await;
+    wait_committed(&kafka, &group, &ends, Duration::from_secs(90)).await;
+    assert_eq!(rows(&db).await, 300);
+    stop_and_leave_the_group_empty(service, &db, &kafka, &group).await;
+
+    // The incident: the database comes back from the backup.
+    pg_restore(&db, dump.path()).await;
+    assert_eq!(rows(&db).await, 150);
+
+    let check = verify(&kafka, &db, &[]).await;
+    assert_eq!(check.code, Some(1), "verify fails: {}", check.stderr);
+    let report = check.json();
+    let totals = &report["totals"];
+    assert_eq!(totals["records"], 320);
+    assert_eq!(totals["missing"], 160, "the events after the backup");
+    assert_eq!(totals["present"], 160);
+    assert_eq!(totals["republished"], 10);
+    assert_eq!(report["whole"], false);
+    let text = history_consumer(&[
+        "verify",
+        "--brokers",
+        &kafka.brokers,
+        "--topic",
+        &kafka.topic,
+        "--database-url",
+        &db.url,
+    ])
+    .await;
+    assert_eq!(text.code, Some(1));
+    assert!(
+        text.stdout
+            .contains("MISSING: 160 of 320 valid events read are not in the projection"),
+        "{}",
+        text.stdout
+    );
+
+    let rewound = history_consumer(&[
+        "rewind",
+        "--brokers",
+        &kafka.brokers,
+        "--topic",
+        &kafka.topic,
+        "--group",
+        &group,
+        "--to-datetime",
+        &millis(backup_time),
+        "--database-url",
+        &db.url,
+        "--json",
+    ])
+    .await;
+    assert_eq!(rewound.code, Some(0), "{}", rewound.stderr);
+    let rewind = rewound.json();
+    for (partition, row) in rewind["partitions"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(row["committed"], ends[partition], "{rewind}");
+        assert_eq!(row["decision"]["decision"], "rewind", "{rewind}");
+        assert_eq!(row["after"], before_backup[partition], "{rewind}");
+    }
+    assert_eq!(kafka.committed(&group).await, before_backup);
+    assert_eq!(
+        db.scalar(
+            "SELECT count(*) FROM admin_actions WHERE action = 'rewind' AND result LIKE 'ok: %'"
+        )
+        .await,
+        2,
+        "one audit row per partition"
+    );
+
+    let mut service = ServiceProcess::spawn(&db, &kafka, &group);
+    wait_committed(&kafka, &group, &ends, Duration::from_secs(90)).await;
+    service.sigterm();
+    assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(0));
+
+    let check = verify(&kafka, &db, &[]).await;
+    assert_eq!(check.code, Some(0), "{}\n{}", check.stdout, check.stderr);
+    let totals = &check.json()["totals"];
+    assert_eq!(totals["missing"], 0);
+    assert_eq!(totals["present"], 320);
+    assert_eq!(totals["republished"], 20);
+    assert_stored_once(&db, 300).await;
+}
+
+#[actix_web::test]
+async fn rewind_refuses_while_a_member_of_the_group_is_active_on_the_mock() {
+    rewind_refuses_while_a_member_of_the_group_is_active(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn rewind_refuses_while_a_member_of_the_group_is_active_on_tansu() {
+    rewind_refuses_while_a_member_of_the_group_is_active(Broker::Tansu).await;
+}
+
+async fn rewind_refuses_while_a_member_of_the_group_is_active(broker: Broker) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(2).await;
+    let started = Utc::now();
+    produce(&kafka, 0..40).await;
+    let ends = kafka.ends().await;
+    app.wait_committed(&kafka, &ends).await;
+
+    let refused = history_consumer(&[
+        "rewind",
+        "--brokers",
+        &kafka.brokers,
+        "--topic",
+        &kafka.topic,
+        "--group",
+        &app.group,
+        "--to-datetime",
+        &millis(started),
+        "--database-url",
+        &db.url,
+    ])
+    .await;
+    assert_eq!(refused.code, Some(1), "{}", refused.stdout);
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("refusing to rewind group {}", app.group))
+            && refused.stderr.contains("active members"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(kafka.committed(&app.group).await, ends, "nothing moved");
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM admin_actions").await,
+        0,
+        "nothing to record"
+    );
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn verify_tells_dead_letters_and_republished_duplicates_from_missing_events_on_the_mock() {
+    verify_tells_dead_letters_and_republished_duplicates_from_missing_events(Broker::Mock).await;
+}
+
+#[actix_web::test]
+async fn verify_tells_dead_letters_and_republished_duplicates_from_missing_events_on_tansu() {
+    verify_tells_dead_letters_and_republished_duplicates_from_missing_events(Broker::Tansu).await;
+}
+
+async fn verify_tells_dead_letters_and_republished_duplicates_from_missing_events(broker: Broker) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let producer = kafka.producer();
+    for i in 0..10 {
+        kafka
+            .send(&producer, Some((i % 2) as i32), "k", &numbered_event(i))
+            .await;
+    }
+    // Records from here on are stamped strictly after `middle` (CreateTime, in milliseconds).
+    let middle = Utc::now() + chrono::Duration::milliseconds(1);
+    wait_for(Duration::from_secs(5), "the clock to pass", || async {
+        (Utc::now() > middle).then_some(())
+    })
+    .await;
+    for i in 10..20 {
+        kafka
+            .send(&producer, Some((i % 2) as i32), "k", &numbered_event(i))
+            .await;
+    }
+    republish(&kafka, 0..4).await;
+    for _ in 0..3 {
+        kafka.send(&producer, Some(0), "k", b"not json").await;
+    }
+    for _ in 0..2 {
+        kafka.send(&producer, Some(1), "k", b"{}").await;
+    }
+    let app = spawn_app(&db, &kafka).await;
+    let ends = kafka.ends().await;
+    assert_eq!(ends, vec![15, 14]);
+    app.wait_committed(&kafka, &ends).await;
+    app.shutdown().await;
+
+    // Damage: event-10 gone entirely, event-11 left with a marker only (the contract's lost
+    // event), one dead letter of partition 0 gone.
+    let client = db.pool.get().await.unwrap();
+    client
+        .batch_execute(
+            "DELETE FROM history_events WHERE event_id IN ('event-10', 'event-11');
+             DELETE FROM inbox WHERE event_id = 'event-10';
+             DELETE FROM dead_letters WHERE (kafka_partition, kafka_offset) =
+               (SELECT kafka_partition, kafka_offset FROM dead_letters
+                WHERE kafka_partition = 0 ORDER BY kafka_offset LIMIT 1);",
+        )
+        .await
+        .unwrap();
+
+    let check = verify(&kafka, &db, &[]).await;
+    assert_eq!(check.code, Some(1), "{}", check.stderr);
+    let report = check.json();
+    let totals = &report["totals"];
+    let counts =
+        |names: &[&str]| -> Vec<Value> { names.iter().map(|n| totals[n].clone()).collect() };
+    assert_eq!(
+        counts(&["records", "valid", "present", "missing", "marker_only"]),
+        [29, 24, 22, 2, 1]
+    );
+    assert_eq!(
+        counts(&["republished", "conflicting", "rejected", "dead_lettered"]),
+        [4, 0, 5, 4]
+    );
+    assert_eq!(totals["dead_letters_missing"], 1);
+    assert_eq!(totals["outside_range"], 0);
+    let partitions = report["partitions"].as_array().unwrap();
+    assert_eq!(partitions[0]["first_missing"][0]["event_id"], "event-10");
+    assert_eq!(partitions[0]["first_missing"][0]["offset"], 5);
+    assert_eq!(partitions[1]["first_missing"][0]["event_id"], "event-11");
+    assert_eq!(partitions[1]["dead_lettered"], 2);
+
+    // From the middle on: the first ten events are not read, their rows are outside the range.
+    let later = verify(&kafka, &db, &["--from-datetime", &millis(middle)]).await;
+    assert_eq!(later.code, Some(1), "{}", later.stderr);
+    let report = later.json();
+    assert_eq!(report["partitions"][0]["start"], 5);
+    assert_eq!(report["partitions"][1]["start"], 5);
+    let totals = &report["totals"];
+    assert_eq!(totals["records"], 19);
+    assert_eq!(totals["missing"], 2);
+    // Both partitions are consumed at once, so a republished copy may be the one seen first;
+    // only the copies of events first seen before the middle count as republished here.
+    let first_seen_early = db
+        .scalar(
+            "SELECT count(*) FROM inbox WHERE event_id IN ('event-0', 'event-1', 'event-2', \
+             'event-3') AND first_offset < 5",
+        )
+        .await;
+    assert_eq!(totals["republished"], first_seen_early);
+    assert_eq!(totals["outside_range"], 10 - (4 - first_seen_early));
+}
