@@ -34,7 +34,7 @@ use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCau
 use crate::metrics::Metrics;
 use crate::work::{Executed, Policy, Work, execute_batch};
 use guard::{Change, Guard};
-use schedule::{Failure, Limits, Next, Phase, Schedule};
+use schedule::{Failure, Limits, Next, Pass, Phase, Schedule};
 
 const RECENT_OUTCOMES: usize = 50;
 
@@ -103,8 +103,8 @@ impl PartitionActor {
                     });
                     continue;
                 }
-                Next::Retry(retries) => self.run(retries, true, ctx),
-                Next::Batch(batch) => self.run(batch, false, ctx),
+                Next::Retry(retries) => self.run(retries, Pass::Retry, ctx),
+                Next::Batch(batch) => self.run(batch, Pass::First, ctx),
                 Next::WaitUntil(at) => self.wake_at(at, ctx),
                 Next::Idle | Next::Busy => {}
             }
@@ -145,9 +145,9 @@ impl PartitionActor {
         self.timer = Some((at, handle));
     }
 
-    /// Runs records in one unit of work: new ones (`retry` false) or Unknown ones again.
-    fn run(&mut self, batch: Vec<(i64, Work)>, retry: bool, ctx: &mut Context<Self>) {
-        if let (false, Some((offset, work))) = (retry, batch.last()) {
+    /// Runs records in one unit of work: new ones, or Unknown ones again.
+    fn run(&mut self, batch: Vec<(i64, Work)>, pass: Pass, ctx: &mut Context<Self>) {
+        if let (Pass::First, Some((offset, work))) = (pass, batch.last()) {
             self.last_offset = Some(*offset);
             self.last_record_time = work.timestamp();
         }
@@ -173,7 +173,10 @@ impl PartitionActor {
                 // Only the newest outcomes stay in `recent`: the rest of a batch is not kept.
                 let kept_from = batch.len().saturating_sub(RECENT_OUTCOMES);
                 for (i, ((offset, work), executed)) in batch.into_iter().zip(executed).enumerate() {
-                    actor.finish(offset, retry, work, executed, i >= kept_from);
+                    if i >= kept_from {
+                        actor.remember(offset, work.event_id().map(str::to_owned), &executed);
+                    }
+                    actor.finish(offset, pass, work, executed);
                 }
                 let partition = actor.partition();
                 actor.deps.metrics.set_backlog(
@@ -216,7 +219,9 @@ impl PartitionActor {
         }
     }
 
-    fn finish(&mut self, offset: i64, retry: bool, work: Work, executed: Executed, remember: bool) {
+    /// Counts, logs and reports one record's outcome: a first outcome goes to the checkpoint,
+    /// an Unknown one to the backlog, a retried one that resolved leaves the backlog.
+    fn finish(&mut self, offset: i64, pass: Pass, work: Work, executed: Executed) {
         let partition = self.partition();
         match executed.outcome {
             Outcome::Applied => self.counts.applied += 1,
@@ -252,12 +257,9 @@ impl PartitionActor {
             }
         }
         self.watch_rejections(offset, &executed);
-        if remember {
-            self.remember(offset, work.event_id().map(str::to_owned), &executed);
-        }
 
         let resolved = executed.outcome.is_resolved();
-        if !retry {
+        if pass == Pass::First {
             self.deps.checkpoint.do_send(OutcomeReported {
                 assignment: self.assignment,
                 offset,
@@ -265,7 +267,7 @@ impl PartitionActor {
             });
         }
         if resolved {
-            if retry && self.schedule.resolved(offset) {
+            if pass == Pass::Retry && self.schedule.resolved(offset) {
                 let event_id = work.event_id();
                 tracing::info!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
                 self.deps.checkpoint.do_send(BacklogResolved {

@@ -88,6 +88,14 @@ pub enum Running {
     Batch(usize),
 }
 
+/// Whether a unit of work runs records for the first time or Unknown ones again: a first
+/// outcome goes to the checkpoint, a retry's only when it resolves a backlog entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    First,
+    Retry,
+}
+
 /// What to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next<W> {
