@@ -296,6 +296,22 @@ impl RuntimeSettings {
     }
 }
 
+/// Refuses an empty value, naming its key.
+fn not_empty(value: &str, key: Key) -> Result<(), ConfigError> {
+    if value.trim().is_empty() {
+        return Err(ConfigError::at(key, "must not be empty"));
+    }
+    Ok(())
+}
+
+/// Refuses a database URL that is empty or that PostgreSQL's client cannot read.
+fn check_database_url(url: &Secret) -> Result<(), ConfigError> {
+    not_empty(url.expose(), key::DATABASE_URL)?;
+    crate::db::client_config(url.expose())
+        .map_err(|e| ConfigError::at(key::DATABASE_URL, crate::error_text::chain(&e)))?;
+    Ok(())
+}
+
 /// A duration as errors show it.
 fn shown(duration: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(duration)
@@ -323,15 +339,9 @@ impl Settings {
     /// Cross-field checks; each error names the key to fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let kafka = &self.kafka;
-        for (value, key) in [
-            (&kafka.brokers, key::BROKERS),
-            (&kafka.topic, key::TOPIC),
-            (&kafka.group, key::GROUP),
-        ] {
-            if value.trim().is_empty() {
-                return Err(ConfigError::at(key, "must not be empty"));
-            }
-        }
+        not_empty(&kafka.brokers, key::BROKERS)?;
+        not_empty(&kafka.topic, key::TOPIC)?;
+        not_empty(&kafka.group, key::GROUP)?;
         for (option, _) in &kafka.options {
             if RESERVED_KAFKA_OPTIONS.contains(&option.as_str()) {
                 return Err(ConfigError::new(
@@ -341,11 +351,7 @@ impl Settings {
                 ));
             }
         }
-        if self.database_url.expose().trim().is_empty() {
-            return Err(ConfigError::at(key::DATABASE_URL, "must not be empty"));
-        }
-        crate::db::client_config(self.database_url.expose())
-            .map_err(|e| ConfigError::at(key::DATABASE_URL, crate::error_text::chain(&e)))?;
+        check_database_url(&self.database_url)?;
         self.admin.validate()?;
         self.runtime.validate(kafka)
     }

@@ -5,7 +5,10 @@
 use chrono::{DateTime, Utc};
 use clap::Args;
 
-use super::{ConfigError, Key, Secret, defaults, key, parse_kafka_option, parse_secret};
+use super::{
+    ConfigError, KafkaArgs, Secret, check_database_url, defaults, key, not_empty,
+    parse_kafka_option, parse_secret,
+};
 use crate::domain::parse_point_in_time;
 use crate::error_text::chain;
 
@@ -53,7 +56,7 @@ impl VerifySettings {
     pub fn from_args(args: VerifyArgs) -> Result<VerifySettings, ConfigError> {
         not_empty(&args.brokers, key::BROKERS)?;
         not_empty(&args.topic, key::TOPIC)?;
-        database_url(&args.database_url)?;
+        check_database_url(&args.database_url)?;
         let from = args
             .from_datetime
             .as_deref()
@@ -79,15 +82,9 @@ impl VerifySettings {
 
 #[derive(Debug, Clone, Args)]
 pub struct RewindArgs {
-    /// Kafka bootstrap servers, comma separated.
-    #[arg(long = key::BROKERS.long, env = key::BROKERS.env, default_value = defaults::BROKERS)]
-    pub brokers: String,
-    /// The topic of ticket status events.
-    #[arg(long = key::TOPIC.long, env = key::TOPIC.env, default_value = defaults::TOPIC)]
-    pub topic: String,
-    /// The consumer group to rewind; it must have no active member.
-    #[arg(long = key::GROUP.long, env = key::GROUP.env, default_value = defaults::GROUP)]
-    pub group: String,
+    /// The topic and the group to rewind (which must have no active member).
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
     /// Move each partition's committed offset back to its first record at or after this time:
     /// RFC 3339 with a zone (2026-12-02T10:00:00Z) or milliseconds since 1970.
     #[arg(long, value_name = "TIME")]
@@ -106,9 +103,6 @@ pub struct RewindArgs {
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// A librdkafka property as key=value (repeatable), e.g. security settings.
-    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
-    pub kafka_options: Vec<(String, String)>,
 }
 
 /// What `rewind` does, checked.
@@ -129,9 +123,10 @@ pub struct RewindSettings {
 
 impl RewindSettings {
     pub fn from_args(args: RewindArgs) -> Result<RewindSettings, ConfigError> {
-        not_empty(&args.brokers, key::BROKERS)?;
-        not_empty(&args.topic, key::TOPIC)?;
-        not_empty(&args.group, key::GROUP)?;
+        let kafka = args.kafka;
+        not_empty(&kafka.brokers, key::BROKERS)?;
+        not_empty(&kafka.topic, key::TOPIC)?;
+        not_empty(&kafka.group, key::GROUP)?;
         let to = point_in_time(&args.to_datetime, "--to-datetime")?;
         let partitions = args
             .partitions
@@ -139,7 +134,7 @@ impl RewindSettings {
             .map(|text| parse_partitions(text).map_err(|e| ConfigError::new("--partitions", e)))
             .transpose()?;
         match (&args.database_url, args.dry_run) {
-            (Some(url), _) => database_url(url)?,
+            (Some(url), _) => check_database_url(url)?,
             (None, true) => {}
             (None, false) => {
                 return Err(ConfigError::at(
@@ -150,31 +145,17 @@ impl RewindSettings {
             }
         }
         Ok(RewindSettings {
-            brokers: args.brokers,
-            topic: args.topic,
-            group: args.group,
+            brokers: kafka.brokers,
+            topic: kafka.topic,
+            group: kafka.group,
             to,
             partitions,
             dry_run: args.dry_run,
             database_url: args.database_url,
             json: args.json,
-            kafka_options: args.kafka_options,
+            kafka_options: kafka.kafka_options,
         })
     }
-}
-
-fn not_empty(value: &str, key: Key) -> Result<(), ConfigError> {
-    if value.trim().is_empty() {
-        return Err(ConfigError::at(key, "must not be empty"));
-    }
-    Ok(())
-}
-
-fn database_url(url: &Secret) -> Result<(), ConfigError> {
-    not_empty(url.expose(), key::DATABASE_URL)?;
-    crate::db::client_config(url.expose())
-        .map_err(|e| ConfigError::at(key::DATABASE_URL, chain(&e)))?;
-    Ok(())
 }
 
 fn point_in_time(text: &str, flag: &str) -> Result<DateTime<Utc>, ConfigError> {
