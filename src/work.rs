@@ -112,17 +112,20 @@ impl Work {
                 rejection,
             },
             Work::DeadLetter { letter, .. } => DeadLetter {
+                topic: letter.topic.clone(),
+                partition: letter.partition,
+                offset: letter.offset,
+                key: letter.key.clone(),
+                payload: letter.payload.clone(),
                 rejection,
-                ..letter.clone()
             },
         }
     }
 
     /// This record to be stored as a dead letter for `rejection` instead (an operator's skip).
-    pub fn into_dead_letter(self, topic: &str, rejection: Rejection) -> Work {
-        let letter = self.dead_letter(topic, rejection);
+    pub fn as_dead_letter(&self, topic: &str, rejection: Rejection) -> Work {
         Work::DeadLetter {
-            letter,
+            letter: self.dead_letter(topic, rejection),
             timestamp: self.timestamp(),
         }
     }

@@ -38,20 +38,16 @@ pub enum Denied {
 }
 
 /// How a token was presented (a metric label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Method {
     SignIn,
     Bearer,
 }
 
 impl Method {
-    pub const ALL: [Method; 2] = [Method::SignIn, Method::Bearer];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            Method::SignIn => "sign_in",
-            Method::Bearer => "bearer",
-        }
+        self.into()
     }
 }
 
@@ -128,11 +124,6 @@ impl Auth {
 
     pub fn read_only(&self) -> bool {
         self.token.is_none()
-    }
-
-    /// The session cookie's name on this instance.
-    pub fn cookie_name(&self) -> &str {
-        &self.cookie.name
     }
 
     /// Checks a token typed on the login form; on success a new session and its cookie.

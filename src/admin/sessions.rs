@@ -47,10 +47,6 @@ impl Sessions {
         }
     }
 
-    pub fn rules(&self) -> SessionRules {
-        self.rules
-    }
-
     /// Starts a session under `id` with its `csrf` token; ended ones go first, and a full store
     /// gives up its least recently used session.
     pub fn create(&mut self, id: String, csrf: String, now: Instant) {

@@ -89,7 +89,7 @@ const ROW_REJECTING_STATES: [&str; 2] = [
 
 /// The constraints on the event id itself: the inbox is the arbiter of "already seen", so a
 /// violation of these says something about concurrency, never that the row is bad.
-pub const EVENT_ID_CONSTRAINTS: [&str; 3] = [
+const EVENT_ID_CONSTRAINTS: [&str; 3] = [
     "inbox_pkey",
     "history_events_pkey",
     "history_events_event_id_fkey",

@@ -507,28 +507,25 @@ impl Driver {
         }
     }
 
-    /// Collects the answer to the commit in flight, waiting at most `timeout`; its results,
-    /// as reported to the checkpoint.
-    fn collect_commit_answers(
-        &mut self,
-        timeout: Duration,
-    ) -> Option<Vec<(CommitPosition, Option<String>)>> {
+    /// Collects the answer to the commit in flight, waiting at most `timeout`, and reports it to
+    /// the checkpoint. `None` when nothing was answered; else the first error, if any.
+    fn collect_commit_answers(&mut self, timeout: Duration) -> Option<Option<String>> {
         self.ledger.in_flight()?;
         let answer = self.commit_queue.poll(timeout)?;
         let in_flight = self.ledger.complete()?;
         Some(self.report(&in_flight.positions, |p| answer.result_of(p)))
     }
 
+    /// Sends the results of a commit to the checkpoint; the first error, if any.
     fn report(
         &self,
         positions: &[CommitPosition],
         result_of: impl Fn(&CommitPosition) -> Option<String>,
-    ) -> Vec<(CommitPosition, Option<String>)> {
+    ) -> Option<String> {
         let results: Vec<_> = positions.iter().map(|p| (*p, result_of(p))).collect();
-        self.ports.commits.do_send(CommitCompleted {
-            results: results.clone(),
-        });
-        results
+        let first_error = results.iter().find_map(|(_, error)| error.clone());
+        self.ports.commits.do_send(CommitCompleted { results });
+        first_error
     }
 
     /// After the loop: any rebalance still noted is answered with librdkafka's default, and

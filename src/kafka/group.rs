@@ -83,10 +83,6 @@ impl GroupOffsets {
         })
     }
 
-    pub fn group(&self) -> &str {
-        &self.group
-    }
-
     /// Who is in the group, as DescribeGroups says.
     pub fn membership(&self) -> Membership {
         let groups = match self

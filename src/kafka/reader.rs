@@ -139,10 +139,6 @@ impl TopicReader {
         })
     }
 
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
     /// The topic's partitions, in order.
     pub fn partitions(&self) -> Result<Vec<i32>, ReaderError> {
         let metadata = self

@@ -355,10 +355,11 @@ impl PartitionActor {
             request.comment, request.by, entry.attempts
         );
         let rejection = Rejection::new(RejectReason::SkippedByOperator, message);
-        let topic = self.deps.topic.clone();
-        if !self.schedule.replace(request.offset, |work| {
-            work.clone().into_dead_letter(&topic, rejection)
-        }) {
+        let topic = &self.deps.topic;
+        if !self
+            .schedule
+            .replace(request.offset, |work| work.as_dead_letter(topic, rejection))
+        {
             return Err(refused);
         }
         tracing::info!(

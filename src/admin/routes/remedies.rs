@@ -31,15 +31,15 @@ fn parse_comment(comment: Option<&str>) -> Result<String, AdminError> {
 
 // ----- dead-letter an Unknown record --------------------------------------------------------
 
-/// Checks, asks the partition to dead-letter the record, and records it.
+/// Checks, asks the partition to dead-letter the record, and records it; `principal` is the
+/// authorised operator.
 async fn skip(
     state: &AdminState,
     request: &HttpRequest,
+    principal: Principal,
     (partition, offset): (&str, &str),
     comment: Option<&str>,
-    csrf: Option<&str>,
 ) -> Result<(i32, i64), AdminError> {
-    let principal = authorize(state, request, csrf).await?;
     let partition = parse_partition(partition)?;
     let offset = parse_offset(offset)?;
     let comment = parse_comment(comment)?;
@@ -93,13 +93,11 @@ pub(super) async fn skip_form(
     form: web::Form<SkipForm>,
 ) -> HttpResponse {
     let (partition, offset) = path.into_inner();
-    let skipped = skip(
-        &state,
-        &request,
-        (&partition, &offset),
-        form.comment.as_deref(),
-        form.csrf.as_deref(),
-    )
+    let skipped = async {
+        let principal = authorize(&state, &request, form.csrf.as_deref()).await?;
+        let place = (partition.as_str(), offset.as_str());
+        skip(&state, &request, principal, place, form.comment.as_deref()).await
+    }
     .await;
     let page = skipped.map(|(partition, offset)| {
         see_other(&format!(
@@ -125,7 +123,7 @@ pub(super) async fn skip_api(
     require_bearer(&state, &request)?;
     let (partition, offset) = path.into_inner();
     // Authorised before the body is looked at.
-    authorize(&state, &request, None).await?;
+    let principal = authorize(&state, &request, None).await?;
     let comment = serde_json::from_slice::<SkipBody>(&body)
         .map_err(|error| {
             AdminError::BadRequest(format!(
@@ -133,14 +131,8 @@ pub(super) async fn skip_api(
             ))
         })?
         .comment;
-    let (partition, offset) = skip(
-        &state,
-        &request,
-        (&partition, &offset),
-        comment.as_deref(),
-        None,
-    )
-    .await?;
+    let place = (partition.as_str(), offset.as_str());
+    let (partition, offset) = skip(&state, &request, principal, place, comment.as_deref()).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "partition": partition,
         "offset": offset,

@@ -65,9 +65,8 @@ pub(super) async fn logout(
     request: HttpRequest,
     form: web::Form<CsrfForm>,
 ) -> HttpResponse {
-    if let Err(denied) = state.auth.authorize(&request, form.csrf.as_deref()) {
-        tarpit(&denied).await;
-        return error_page(&state, &request, &denied.into());
+    if let Err(error) = authorize(&state, &request, form.csrf.as_deref()).await {
+        return error_page(&state, &request, &error);
     }
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/"))

@@ -203,7 +203,7 @@ impl Driver {
         }
         match self.collect_commit_answers(FINAL_COMMIT_TIMEOUT) {
             None => Some("the commit of the rewound offset was not answered in time".to_owned()),
-            Some(results) => results.into_iter().find_map(|(_, error)| error),
+            Some(first_error) => first_error,
         }
     }
 
