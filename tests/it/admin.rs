@@ -8,7 +8,7 @@ use crate::support::helpers::{test_database, unique_name, wait_for};
 use crate::support::http::{get, post_form, request};
 use crate::support::kafka::{TestKafka, payload, story_900, story_901};
 
-const TOKEN: &str = "test-admin-token";
+use crate::support::app::ADMIN_TOKEN as TOKEN;
 
 fn addr(app: &TestApp) -> String {
     app.handle.admin_addr.to_string()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use history_consumer::stuck::StuckRules;
 
-use crate::support::app::{spawn_app_with, test_settings};
+use crate::support::app::{ADMIN_TOKEN, spawn_app_with, test_settings};
 use crate::support::helpers::{own_database, test_database};
 use crate::support::helpers::{unique_name, wait_for};
 use crate::support::http::get;
@@ -104,7 +104,7 @@ async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_
     cluster.restart().expect("restart postgres");
     browser.click("#sign-in-to-act").await;
     browser.wait_for_element("#token").await;
-    browser.type_into("#token", "test-admin-token").await;
+    browser.type_into("#token", ADMIN_TOKEN).await;
     browser.click("#sign-in").await;
     // Signed in and back on the partition page, where the actions now are.
     browser.wait_for_element("#retry-now").await;
@@ -175,7 +175,7 @@ async fn with_read_auth_the_browser_signs_in_first_and_lands_on_the_page_it_aske
         "{}",
         browser.current_url().await
     );
-    browser.type_into("#token", "test-admin-token").await;
+    browser.type_into("#token", ADMIN_TOKEN).await;
     browser.click("#sign-in").await;
     browser.wait_for_element("#dead-letters").await;
     assert!(
@@ -261,15 +261,23 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
 
     browser.click("#sign-in-to-act").await;
     browser.wait_for_element("#token").await;
-    browser.type_into("#token", "test-admin-token").await;
+    browser.type_into("#token", ADMIN_TOKEN).await;
     browser.click("#sign-in").await;
     browser.wait_for_element("#dead-letter-1").await;
-    // The comment is required: the browser refuses an empty one.
+    // The comment is required: the browser refuses an empty one and stays on the page.
     browser.click("#dead-letter-1").await;
+    assert_eq!(
+        browser
+            .execute("return document.querySelector('#comment-1').validity.valueMissing")
+            .await,
+        serde_json::Value::Bool(true),
+        "the empty comment is what the browser refuses"
+    );
     assert!(
-        browser.find("#flash").await.is_none(),
+        browser.current_url().await.ends_with("/partitions/0"),
         "no empty comment sent"
     );
+    browser.element("#dead-letter-1").await;
     browser
         .type_into("#comment-1", "ticket poison is a test ticket (INC-7)")
         .await;

@@ -13,7 +13,7 @@ use crate::support::http::{Response, request};
 use crate::support::kafka::{Broker, TestKafka, numbered_event};
 use crate::support::webdriver::Browser;
 
-const TOKEN: &str = "test-admin-token";
+use crate::support::app::ADMIN_TOKEN as TOKEN;
 
 fn at(time: DateTime<Utc>) -> String {
     time.to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -109,6 +109,12 @@ async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliv
     assert_eq!(row["target"]["offset"], 10);
     assert_eq!(row["decision"]["decision"], "rewind");
     assert_eq!(plan["plan"]["replayed"], 10);
+    // A rewind that ran would have committed the rewound offset before answering.
+    assert_eq!(
+        kafka.committed(&app.group).await,
+        [20, 20],
+        "a dry run changes nothing"
+    );
     assert_eq!(redeliveries(&app).await, 0, "a dry run changes nothing");
 
     // Refusals: no token, a wrong token, a partition of another instance, a time without zone.
@@ -283,6 +289,11 @@ async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: B
             .starts_with("12 records"),
         "{}",
         browser.text("#rewind-total").await
+    );
+    assert_eq!(
+        kafka.committed(&app.group).await,
+        [22, -1],
+        "nothing happens before the confirmation"
     );
     assert_eq!(
         redeliveries(&app).await,

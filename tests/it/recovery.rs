@@ -173,7 +173,7 @@ async fn group_is_empty_within(kafka: &TestKafka, group: &str, timeout: Duration
         })
         .await
         .unwrap();
-        if !matches!(membership, Membership::Active { .. }) {
+        if matches!(membership, Membership::Empty) {
             return true;
         }
         if std::time::Instant::now() >= deadline {

@@ -12,7 +12,7 @@ use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
 use crate::support::http::{Response, get, post_form, request};
 use crate::support::kafka::{TestKafka, numbered_event, payload};
 
-const TOKEN: &str = "test-admin-token";
+use crate::support::app::ADMIN_TOKEN as TOKEN;
 
 fn addr(app: &TestApp) -> String {
     app.handle.admin_addr.to_string()
@@ -35,10 +35,12 @@ async fn post_api(addr: &str, path: &str, body: &str) -> Response {
 
 /// The latest audit rows, newest first.
 async fn audit(addr: &str) -> Vec<Value> {
-    get(addr, "/api/actions").await.json()["actions"]
+    let response = get(addr, "/api/actions").await;
+    assert_eq!(response.status, 200, "{}", response.body);
+    response.json()["actions"]
         .as_array()
         .cloned()
-        .unwrap_or_default()
+        .expect("an actions array")
 }
 
 async fn history_rows(db: &TestDb, event_id: &str) -> i64 {

@@ -10,7 +10,10 @@ use history_consumer::config::{KafkaSettings, RuntimeSettings, Settings};
 use history_consumer::startup::{AppHandle, Application};
 
 use crate::support::helpers::{TestDb, unique_name, wait_for};
-use crate::support::kafka::{Broker, TestKafka};
+use crate::support::kafka::{Broker, TestKafka, wait_committed};
+
+/// The admin token of every test instance.
+pub const ADMIN_TOKEN: &str = "test-admin-token";
 
 pub struct TestApp {
     pub handle: AppHandle,
@@ -34,7 +37,7 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
         database_url: db_url.into(),
         admin: AdminSettings {
             addr: "127.0.0.1:0".parse().unwrap(),
-            token: Some("test-admin-token".into()),
+            token: Some(ADMIN_TOKEN.into()),
             // Tests poll the API far faster than a person would; one test checks the limit.
             anonymous_reads_per_sec: 0,
             ..AdminSettings::default()
@@ -127,18 +130,7 @@ impl TestApp {
 
     /// Waits until the broker has `ends` committed for the group.
     pub async fn wait_committed(&self, kafka: &TestKafka, ends: &[i64]) {
-        let mut last = Vec::new();
-        let reached = tokio::time::timeout(Duration::from_secs(60), async {
-            loop {
-                last = kafka.committed(&self.group).await;
-                if last == ends {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .await;
-        assert!(reached.is_ok(), "committed {last:?}, expected {ends:?}");
+        wait_committed(kafka, &self.group, ends, Duration::from_secs(60)).await;
     }
 
     /// Leaves the group gracefully and waits for the service to stop.
