@@ -19,5 +19,5 @@ pub use event::{
 };
 pub use offsets::ObservedOffsets;
 pub use outcome::{Outcome, UnknownCause};
-pub use point_in_time::{PointInTimeError, parse_point_in_time};
+pub use point_in_time::{PointInTimeError, parse_point_in_time, parse_point_in_time_or_utc};
 pub use record::FetchedRecord;

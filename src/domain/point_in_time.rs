@@ -55,9 +55,53 @@ pub fn parse_point_in_time(text: &str) -> Result<DateTime<Utc>, PointInTimeError
     }
 }
 
+/// As [`parse_point_in_time`], but a date and time without a zone (a browser's
+/// `2026-10-03T08:00`, a date alone) is read as UTC: for filters, where a guess costs nothing.
+pub fn parse_point_in_time_or_utc(text: &str) -> Result<DateTime<Utc>, PointInTimeError> {
+    let zoneless = match parse_point_in_time(text) {
+        Err(PointInTimeError::NoTimeZone(shown)) => shown,
+        other => return other,
+    };
+    let with_t = text.trim().replacen(' ', "T", 1);
+    ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
+        .iter()
+        .find_map(|format| NaiveDateTime::parse_from_str(&with_t, format).ok())
+        .or_else(|| {
+            NaiveDate::parse_from_str(&with_t, "%Y-%m-%d")
+                .ok()
+                .map(|day| day.and_time(chrono::NaiveTime::MIN))
+        })
+        .map(|at| at.and_utc())
+        .ok_or(PointInTimeError::Unreadable(zoneless))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filter_reads_a_time_without_a_zone_as_utc_and_everything_else_as_a_point_in_time() {
+        let utc = |text: &str| parse_point_in_time_or_utc(text).map(|t| t.to_rfc3339());
+        assert_eq!(
+            utc("2026-10-03T08:00"),
+            Ok("2026-10-03T08:00:00+00:00".into())
+        );
+        assert_eq!(
+            utc("2026-10-03 08:00:30"),
+            Ok("2026-10-03T08:00:30+00:00".into())
+        );
+        assert_eq!(utc("2026-10-03"), Ok("2026-10-03T00:00:00+00:00".into()));
+        assert_eq!(
+            utc("2026-10-03T08:00:00+02:00"),
+            Ok("2026-10-03T06:00:00+00:00".into())
+        );
+        assert_eq!(utc("0"), Ok("1970-01-01T00:00:00+00:00".into()));
+        assert!(matches!(
+            utc("yesterday"),
+            Err(PointInTimeError::Unreadable(_))
+        ));
+        assert_eq!(utc(" "), Err(PointInTimeError::Empty));
+    }
 
     fn utc(text: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(text)

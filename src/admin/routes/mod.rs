@@ -21,7 +21,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, ContentType};
 use actix_web::{HttpRequest, HttpResponse, Responder, ResponseError, get, post, web};
 use askama::Template;
-use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::auth::{Denied, Principal, bearer_token};
@@ -41,7 +41,7 @@ use crate::actors::messages::GetOverview;
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
 use crate::actors::monitor::Overview;
 use crate::actors::status::PartitionSummary;
-use crate::domain::{LetterState, MAX_TICKET_ID_CHARS, RejectReason};
+use crate::domain::{LetterState, MAX_TICKET_ID_CHARS, RejectReason, parse_point_in_time_or_utc};
 use crate::error_text::chain;
 use crate::inbox::PgInboxError;
 use pages::dead_letter_link;
@@ -224,24 +224,10 @@ pub(super) fn parse_offset(text: &str) -> Result<i64, AdminError> {
     })
 }
 
-/// A time of the dead-letter filter: RFC 3339, or a browser's `2026-10-03T08:00` or
+/// A time of the dead-letter filter: a point in time, or a browser's `2026-10-03T08:00` or
 /// `2026-10-03` read as UTC.
 pub(super) fn parse_time(field: &str, text: &str) -> Result<DateTime<Utc>, AdminError> {
-    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
-        return Ok(at.with_timezone(&Utc));
-    }
-    for format in ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"] {
-        if let Ok(at) = NaiveDateTime::parse_from_str(text, format) {
-            return Ok(at.and_utc());
-        }
-    }
-    if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
-        return Ok(day.and_time(NaiveTime::MIN).and_utc());
-    }
-    Err(AdminError::BadRequest(format!(
-        "{field} must be a time like 2026-10-03T08:00 (UTC) or RFC 3339, got {:?}",
-        truncate(text)
-    )))
+    parse_point_in_time_or_utc(text).map_err(|e| AdminError::BadRequest(format!("{field}: {e}")))
 }
 
 /// Records an operator action in the audit trail (the consumer's pool: see `AdminState`); a
