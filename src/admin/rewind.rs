@@ -12,6 +12,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use super::AdminState;
+use super::error::AdminError;
 use super::pages::Layout;
 use crate::actors::messages::{GetOverview, LiveRewound, NotOwned, RewindPartitions};
 use crate::actors::status::{Overview, PartitionView};
@@ -35,30 +36,6 @@ impl Scope {
         match self {
             Scope::Partition(p) => format!("partition {p}"),
             Scope::Instance => "every partition of this instance".to_owned(),
-        }
-    }
-}
-
-/// Why a rewind was not planned or not carried out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refused {
-    NotOwned(NotOwned),
-    /// The instance owns no partition.
-    Nothing,
-    /// The topic could not be read; the log has the detail.
-    Lookup,
-    ShuttingDown,
-}
-
-impl Refused {
-    pub fn message(&self) -> String {
-        match self {
-            Refused::NotOwned(error) => error.to_string(),
-            Refused::Nothing => "this instance owns no partition right now".to_owned(),
-            Refused::Lookup => "the point in time could not be looked up in the topic; the \
-                                service log has the details"
-                .to_owned(),
-            Refused::ShuttingDown => "the service is shutting down".to_owned(),
         }
     }
 }
@@ -93,32 +70,38 @@ pub fn position_now(view: &PartitionView) -> Option<i64> {
 }
 
 /// The confirmation step: looks the point in time up for the scope's partitions.
-pub async fn plan(state: &AdminState, scope: Scope, to: DateTime<Utc>) -> Result<Plan, Refused> {
+pub async fn plan(state: &AdminState, scope: Scope, to: DateTime<Utc>) -> Result<Plan, AdminError> {
     let overview: Overview = state
         .monitor
         .send(GetOverview)
         .await
         .ok()
         .flatten()
-        .ok_or(Refused::ShuttingDown)?;
+        .ok_or(AdminError::ShuttingDown)?;
     let views: Vec<&PartitionView> = match scope {
         Scope::Partition(partition) => vec![
             &overview
                 .partition(partition)
-                .ok_or(Refused::NotOwned(NotOwned(partition)))?
+                .ok_or(AdminError::NotOwned(NotOwned(partition)))?
                 .view,
         ],
         Scope::Instance => overview.partitions.iter().map(|p| &p.view).collect(),
     };
     if views.is_empty() {
-        return Err(Refused::Nothing);
+        return Err(AdminError::Conflict(
+            "this instance owns no partition right now".to_owned(),
+        ));
     }
     let partitions: Vec<i32> = views.iter().map(|v| v.partition).collect();
     let found = find_time(state.reader.clone(), partitions, to)
         .await
         .map_err(|error| {
             tracing::warn!(error = %chain(&error), "rewind lookup failed");
-            Refused::Lookup
+            AdminError::Unavailable(
+                "the point in time could not be looked up in the topic; the service log has \
+                 the details"
+                    .to_owned(),
+            )
         })?;
     let mut rows: Vec<PlanRow> = views
         .iter()
@@ -152,11 +135,11 @@ pub async fn execute(
     scope: Scope,
     to: DateTime<Utc>,
     actor: &str,
-) -> Result<Vec<LiveRewound>, Refused> {
+) -> Result<Vec<LiveRewound>, AdminError> {
     let planned = match plan(state, scope, to).await {
         Ok(planned) => planned,
         Err(refused) => {
-            if let Refused::NotOwned(NotOwned(partition)) = refused {
+            if let AdminError::NotOwned(NotOwned(partition)) = refused {
                 let result = format!("not owned, to {}", to.to_rfc3339());
                 record(state, actor, &[(partition, result)]).await;
             }
@@ -172,8 +155,7 @@ pub async fn execute(
         .supervisor
         .send(RewindPartitions { targets })
         .await
-        .map_err(|_| Refused::ShuttingDown)?
-        .map_err(Refused::NotOwned)?;
+        .map_err(|_| AdminError::ShuttingDown)??;
     let rows: Vec<(i32, String)> = results
         .iter()
         .map(|r| {

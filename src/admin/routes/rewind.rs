@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::*;
-use crate::admin::rewind::{self as live, Refused, RewindPage, Scope};
+use crate::admin::rewind::{self as live, RewindPage, Scope};
 use crate::domain::parse_point_in_time;
 
 #[derive(Deserialize)]
@@ -23,17 +23,6 @@ pub(super) struct RewindQuery {
 fn parse_to(text: Option<&str>) -> Result<DateTime<Utc>, AdminError> {
     parse_point_in_time(text.unwrap_or_default())
         .map_err(|e| AdminError::BadRequest(format!("to: {}", chain(&e))))
-}
-
-impl From<Refused> for AdminError {
-    fn from(refused: Refused) -> Self {
-        match refused {
-            Refused::NotOwned(error) => AdminError::NotOwned(error),
-            Refused::Nothing => AdminError::Conflict(refused.message()),
-            Refused::Lookup => AdminError::Unavailable(refused.message()),
-            Refused::ShuttingDown => AdminError::ShuttingDown,
-        }
-    }
 }
 
 /// A form step: checks the sign-in and the CSRF token and the time, then shows the
