@@ -16,15 +16,6 @@ pub struct StuckRules {
     pub stall: Duration,
 }
 
-impl Default for StuckRules {
-    fn default() -> Self {
-        StuckRules {
-            unknown_age: Duration::from_secs(60),
-            stall: Duration::from_secs(120),
-        }
-    }
-}
-
 /// Why a partition is stuck.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -81,7 +81,7 @@ pub struct DemoArgs {
     #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true)]
     pub database_url: Option<String>,
     /// Address of the admin UI, /metrics and the health endpoints.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = defaults::ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
     /// Time between scripted database outages of the throwaway cluster (the first comes after
     /// 8 s of traffic; at least 8 s apart; 0s turns them off).

@@ -25,6 +25,7 @@ use super::end_to_end::steady_latency;
 use super::machine::Machine;
 use super::measure::{self, Latency, percentile, ratio};
 use super::probe::{CpuSnapshot, CpuUsage};
+use super::report::whole;
 use super::service::{self, Service, Watch};
 use super::topic::Topic;
 use super::workload::Workload;
@@ -621,17 +622,13 @@ fn page_cell(pages: &PageStats) -> String {
     cell
 }
 
-fn whole(value: f64) -> String {
-    super::report::whole(value)
-}
-
 fn millis(duration: Duration) -> String {
     format!("{:.0} ms", duration.as_secs_f64() * 1000.0)
 }
 
 /// Puts `section` into the report at `path` in place of an earlier one, else at its end.
 fn write_section(path: &Path, section: &str) -> Result<(), BenchError> {
-    let existing = std::fs::read_to_string(path).unwrap_or_default();
+    let existing = super::existing_report(path)?;
     let text = replace_section(&existing, section);
     std::fs::write(path, text).map_err(|source| BenchError::Write {
         path: path.display().to_string(),

@@ -314,7 +314,20 @@ fn write_report(path: &Path, report: &Report) -> Result<(), BenchError> {
         let file = dir.join(figure.file);
         std::fs::write(&file, plot::svg(&figure.chart)).map_err(failed(&file))?;
     }
-    let existing = std::fs::read_to_string(path).unwrap_or_default();
+    let existing = existing_report(path)?;
     let text = render::markdown(report, &figures, FIGURES_DIR, render::kept_notes(&existing));
     std::fs::write(path, text).map_err(failed(path))
+}
+
+/// The report at `path` as it is now: empty when there is none yet, an error when it cannot
+/// be read (so that a report that exists is never overwritten as if it were empty).
+pub(super) fn existing_report(path: &Path) -> Result<String, BenchError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(source) => Err(BenchError::Write {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
 }

@@ -20,7 +20,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// One outage every `every_secs` seconds (the first after at most 8 s); `None` for 0.
+    /// One outage every `every` (the first after at most 8 s); `None` for zero.
     pub fn every(every: Duration) -> Option<Schedule> {
         (!every.is_zero()).then(|| {
             // The database must be up between two outages for the backlog to drain.

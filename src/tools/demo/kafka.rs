@@ -14,7 +14,7 @@ use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord};
 use super::traffic::{PlannedRecord, Tally};
 
 /// The topic of the demo, as in production.
-pub const TOPIC: &str = "tickets.status.v1";
+pub const TOPIC: &str = crate::config::defaults::TOPIC;
 /// Partitions of the demo topic.
 pub const PARTITIONS: i32 = 4;
 
