@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::config::recovery::{RewindArgs, VerifyArgs};
-use crate::config::{MigrateArgs, RunArgs};
+use crate::config::{MigrateArgs, RunArgs, key};
 #[cfg(feature = "tools")]
 use crate::tools::args::{BenchArgs, DemoArgs, ProduceArgs};
 
@@ -17,7 +17,7 @@ pub struct Cli {
     pub command: Command,
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info,history_consumer=debug`. Default:
     /// `info`; `error` for `demo` and `bench`, whose own output tells the story.
-    #[arg(long, env = "HISTORY_LOG", global = true)]
+    #[arg(long = key::LOG.long, env = key::LOG.env, global = true)]
     pub log: Option<String>,
 }
 

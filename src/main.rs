@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 use history_consumer::cli::{Cli, Command};
-use history_consumer::config::Settings;
 use history_consumer::config::recovery::{RewindSettings, VerifySettings};
+use history_consumer::config::{Settings, key};
 use history_consumer::startup::Application;
 use tracing_subscriber::EnvFilter;
 
@@ -39,7 +39,8 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_new(cli.log_filter()).context("invalid --log / HISTORY_LOG filter")?,
+            EnvFilter::try_new(cli.log_filter())
+                .with_context(|| format!("invalid {} filter", key::LOG))?,
         )
         .with_writer(std::io::stderr)
         .init();

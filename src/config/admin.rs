@@ -29,7 +29,7 @@ pub struct AdminArgs {
     /// read-only. Prefer the environment variable or --admin-token-file: a flag is visible to
     /// every local user in /proc/<pid>/cmdline.
     #[arg(long = key::ADMIN_TOKEN.long, env = key::ADMIN_TOKEN.env, hide_env_values = true,
-          value_parser = parse_secret, conflicts_with = "admin_token_file")]
+          value_parser = parse_secret)]
     pub admin_token: Option<Secret>,
     /// A file holding the admin token (a trailing newline is ignored), e.g. a mounted secret.
     #[arg(long = key::ADMIN_TOKEN_FILE.long, env = key::ADMIN_TOKEN_FILE.env,
@@ -120,7 +120,9 @@ impl AdminSettings {
         if token.is_some() && args.admin_token_file.is_none() && token_flag_on_command_line() {
             tracing::warn!(
                 "the admin token was given as a command-line flag, which every local user can \
-                 read in /proc; use HISTORY_ADMIN_TOKEN or --admin-token-file instead"
+                 read in /proc; use {} or {} instead",
+                key::ADMIN_TOKEN.env,
+                key::ADMIN_TOKEN_FILE
             );
         }
         let settings = AdminSettings {
@@ -226,8 +228,10 @@ fn read_token_file(path: &std::path::Path) -> Result<Secret, ConfigError> {
 /// Whether this process was started with `--admin-token` on its command line.
 fn token_flag_on_command_line() -> bool {
     std::env::args_os().any(|arg| {
-        arg.to_str()
-            .is_some_and(|a| a == "--admin-token" || a.starts_with("--admin-token="))
+        arg.to_str().is_some_and(|a| {
+            a.strip_prefix("--") == Some(key::ADMIN_TOKEN.long)
+                || a.starts_with(&format!("--{}=", key::ADMIN_TOKEN.long))
+        })
     })
 }
 

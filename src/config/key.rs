@@ -24,6 +24,7 @@ impl fmt::Display for Key {
     }
 }
 
+pub const LOG: Key = Key::new("log", "HISTORY_LOG");
 pub const BROKERS: Key = Key::new("brokers", "HISTORY_KAFKA_BROKERS");
 pub const TOPIC: Key = Key::new("topic", "HISTORY_KAFKA_TOPIC");
 pub const GROUP: Key = Key::new("group", "HISTORY_KAFKA_GROUP");

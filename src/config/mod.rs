@@ -523,6 +523,7 @@ mod tests {
         ]);
         let error = both.unwrap_err();
         assert!(error.contains("--admin-token"), "{error}");
+        assert!(error.contains("give the token one way only"), "{error}");
     }
 
     #[test]
