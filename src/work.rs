@@ -208,20 +208,7 @@ impl Ran {
         } else {
             UnknownCause::Refused
         };
-        Ran::unknown(database_error_text(error).into(), cause)
-    }
-}
-
-/// The text a database error is stored and shown with: the error and its causes, the SQLSTATE
-/// at the end of the first line (the server's DETAIL and HINT lines follow).
-pub fn database_error_text(error: &PgInboxError) -> String {
-    let text = crate::error_text::chain(error);
-    let Some(state) = error.sqlstate() else {
-        return text;
-    };
-    match text.split_once('\n') {
-        Some((first, rest)) => format!("{first} (SQLSTATE {state})\n{rest}"),
-        None => format!("{text} (SQLSTATE {state})"),
+        Ran::unknown(error.text().into(), cause)
     }
 }
 
@@ -259,7 +246,7 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Ran {
                 Processed::Applied => Ran::resolved(Outcome::Applied),
                 Processed::AlreadyApplied => Ran::resolved(Outcome::AlreadyApplied),
                 Processed::Unknown(error) if error.rejects_the_row() => {
-                    let text: Arc<str> = database_error_text(&error).into();
+                    let text: Arc<str> = error.text().into();
                     if !policy.dead_letter_rejections {
                         return Ran::unknown(text, UnknownCause::Rejected);
                     }

@@ -43,6 +43,19 @@ pub enum PgInboxError {
 }
 
 impl PgInboxError {
+    /// The text the error is stored and shown with: the error and its causes, the SQLSTATE at
+    /// the end of the first line (the server's DETAIL and HINT lines follow).
+    pub fn text(&self) -> String {
+        let text = crate::error_text::chain(self);
+        let Some(state) = self.sqlstate() else {
+            return text;
+        };
+        match text.split_once('\n') {
+            Some((first, rest)) => format!("{first} (SQLSTATE {state})\n{rest}"),
+            None => format!("{text} (SQLSTATE {state})"),
+        }
+    }
+
     /// Tags a statement's error with the step that ran it, for `map_err`.
     pub fn at(step: Step) -> impl FnOnce(tokio_postgres::Error) -> PgInboxError {
         move |source| PgInboxError::Statement { step, source }

@@ -156,7 +156,19 @@ pub async fn replay(
         })?;
     drop(client);
     let payload: Option<Vec<u8>> = row.get(0);
-    let replayed = match TicketEvent::parse(payload.as_deref().unwrap_or(b""), max_payload_bytes) {
+    replay_payload(pool, id, payload.as_deref(), by, max_payload_bytes).await
+}
+
+/// Replays the letter `id` whose raw record is `payload` and records what became of it.
+async fn replay_payload(
+    pool: &Pool,
+    id: &LetterId,
+    payload: Option<&[u8]>,
+    by: &str,
+    max_payload_bytes: usize,
+) -> Result<Replayed, ReplayError> {
+    let database = |e: tokio_postgres::Error| ReplayError::Database(PgInboxError::Db(e));
+    let replayed = match TicketEvent::parse(payload.unwrap_or(b""), max_payload_bytes) {
         Err(rejection) => Replayed::StillRejected(rejection.to_string()),
         Ok(event) => {
             let origin = Origin {
@@ -168,7 +180,7 @@ pub async fn replay(
                 Processed::Applied => Replayed::Applied,
                 Processed::AlreadyApplied => Replayed::AlreadyApplied,
                 Processed::Unknown(error) if error.rejects_the_row() => {
-                    Replayed::StillRejected(crate::error_text::chain(&error))
+                    Replayed::StillRejected(error.text())
                 }
                 Processed::Unknown(error) => return Err(ReplayError::Database(error)),
             }
@@ -200,7 +212,7 @@ pub async fn replay(
 }
 
 /// Letters of a selection not applied yet, oldest first, after a keyset position.
-const MATCHING: &str = "SELECT topic, kafka_partition, kafka_offset, dead_lettered_at \
+const MATCHING: &str = "SELECT topic, kafka_partition, kafka_offset, dead_lettered_at, payload \
      FROM dead_letters \
      WHERE ($1::int IS NULL OR kafka_partition = $1) AND ($2::text IS NULL OR reason = $2) \
        AND ($3::text IS NULL OR state = $3) \
@@ -230,19 +242,17 @@ pub async fn replay_matching(
         let page = matching(pool, selection, after.as_ref()).await;
         let page = page.map_err(|source| ReplayError::Interrupted { done, source })?;
         let full = page.len() as i64 == PAGE;
-        for (id, at) in page {
+        for (id, at, payload) in page {
             if done.replayed() == limit {
                 done.more = true;
                 return Ok(done);
             }
-            match replay(pool, &id, by, max_payload_bytes).await {
+            match replay_payload(pool, &id, payload.as_deref(), by, max_payload_bytes).await {
                 Ok(replayed) => done.count(&replayed),
-                // Replayed or removed by somebody else meanwhile.
-                Err(ReplayError::NotFound { .. }) => {}
                 Err(ReplayError::Database(source)) => {
                     return Err(ReplayError::Interrupted { done, source });
                 }
-                Err(interrupted @ ReplayError::Interrupted { .. }) => return Err(interrupted),
+                Err(other) => return Err(other),
             }
             after = Some((at, id.partition, id.offset, id.topic));
         }
@@ -256,7 +266,7 @@ async fn matching(
     pool: &Pool,
     selection: &Selection,
     after: Option<&(DateTime<Utc>, i32, i64, String)>,
-) -> Result<Vec<(LetterId, DateTime<Utc>)>, PgInboxError> {
+) -> Result<Vec<(LetterId, DateTime<Utc>, Option<Vec<u8>>)>, PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(MATCHING).await?;
     let state = selection.state.map(LetterState::as_str);
@@ -285,7 +295,7 @@ async fn matching(
                 partition: row.get(1),
                 offset: row.get(2),
             };
-            (id, row.get(3))
+            (id, row.get(3), row.get(4))
         })
         .collect())
 }
