@@ -120,27 +120,8 @@ impl GroupOffsets {
 
     /// The committed offset of each of `partitions` (`None`: nothing committed).
     pub fn committed(&self, partitions: &[i32]) -> Result<BTreeMap<i32, Option<i64>>, GroupError> {
-        let mut query = TopicPartitionList::new();
-        for &partition in partitions {
-            query.add_partition(&self.topic, partition);
-        }
-        let answer = self
-            .consumer
-            .committed_offsets(query, QUERY_TIMEOUT)
-            .map_err(|e| GroupError::Committed(self.group.clone(), e))?;
-        let committed = partitions
-            .iter()
-            .map(|&p| {
-                let offset = match answer.find_partition(&self.topic, p).map(|e| e.offset()) {
-                    Some(Offset::Offset(offset)) if offset >= 0 => Some(offset),
-                    _ => None,
-                };
-                (p, offset)
-            })
-            .collect();
-        // Lists from the consumer must go before the consumer does.
-        drop(answer);
-        Ok(committed)
+        super::committed_of(&self.consumer, &self.topic, partitions, QUERY_TIMEOUT)
+            .map_err(|e| GroupError::Committed(self.group.clone(), e))
     }
 
     /// Commits `offsets` for the group from outside it. Kafka refuses it while the group has

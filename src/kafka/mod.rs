@@ -30,3 +30,32 @@ pub(crate) fn fetched(
             .and_then(chrono::DateTime::from_timestamp_millis),
     }
 }
+
+/// The group's committed offset of each of `partitions` of `topic`, as the coordinator has
+/// them (`None`: nothing committed).
+pub(crate) fn committed_of<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &rdkafka::consumer::BaseConsumer<C>,
+    topic: &str,
+    partitions: &[i32],
+    timeout: std::time::Duration,
+) -> rdkafka::error::KafkaResult<std::collections::BTreeMap<i32, Option<i64>>> {
+    use rdkafka::consumer::Consumer;
+    let mut query = rdkafka::TopicPartitionList::new();
+    for &partition in partitions {
+        query.add_partition(topic, partition);
+    }
+    let answer = consumer.committed_offsets(query, timeout)?;
+    let committed = partitions
+        .iter()
+        .map(|&p| {
+            let offset = match answer.find_partition(topic, p).map(|e| e.offset()) {
+                Some(rdkafka::Offset::Offset(offset)) if offset >= 0 => Some(offset),
+                _ => None,
+            };
+            (p, offset)
+        })
+        .collect();
+    // Lists from the consumer must go before the consumer does.
+    drop(answer);
+    Ok(committed)
+}

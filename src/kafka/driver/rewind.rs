@@ -213,26 +213,9 @@ impl Driver {
         if partitions.is_empty() {
             return BTreeMap::new();
         }
-        let mut query = TopicPartitionList::new();
-        for &partition in partitions {
-            query.add_partition(&self.topic, partition);
-        }
-        match self.consumer.committed_offsets(query, COMMITTED_TIMEOUT) {
-            Ok(list) => {
-                let committed = partitions
-                    .iter()
-                    .map(|&p| {
-                        let offset = match list.find_partition(&self.topic, p).map(|e| e.offset()) {
-                            Some(Offset::Offset(offset)) if offset >= 0 => Some(offset),
-                            _ => None,
-                        };
-                        (p, offset)
-                    })
-                    .collect();
-                // Lists from the consumer must go before the consumer does.
-                drop(list);
-                committed
-            }
+        match crate::kafka::committed_of(&self.consumer, &self.topic, partitions, COMMITTED_TIMEOUT)
+        {
+            Ok(committed) => committed,
             Err(error) => {
                 tracing::warn!(?partitions, error = %error, "committed offsets not known");
                 BTreeMap::new()
