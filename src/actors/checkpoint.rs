@@ -69,6 +69,20 @@ impl Checkpoint {
     }
 
     /// The tracked state of exactly this assignment (an earlier one's messages are ignored).
+    /// Stops tracking those of `assignments` that are current; what was tracked of each.
+    fn release(&mut self, assignments: Vec<Assignment>) -> Vec<(Assignment, Tracked)> {
+        let mut released = Vec::new();
+        for assignment in assignments {
+            if self.tracked(assignment).is_none() {
+                continue;
+            }
+            if let Some(tracked) = self.partitions.remove(&assignment.partition) {
+                released.push((assignment, tracked));
+            }
+        }
+        released
+    }
+
     fn tracked(&mut self, assignment: Assignment) -> Option<&mut Tracked> {
         self.partitions
             .get_mut(&assignment.partition)
@@ -203,17 +217,14 @@ impl Handler<ReleasePartitions> for Checkpoint {
     type Result = MessageResult<ReleasePartitions>;
 
     fn handle(&mut self, msg: ReleasePartitions, _ctx: &mut Context<Self>) -> Self::Result {
-        let mut finals = Vec::new();
-        for assignment in msg.assignments {
-            if self.tracked(assignment).is_none() {
-                continue;
-            }
-            if let Some(tracked) = self.partitions.remove(&assignment.partition) {
-                if let Some(offset) = tracked.uncommitted() {
-                    finals.push(CommitPosition { assignment, offset });
-                }
-            }
-        }
+        let finals = self
+            .release(msg.assignments)
+            .into_iter()
+            .filter_map(|(assignment, tracked)| {
+                let offset = tracked.uncommitted()?;
+                Some(CommitPosition { assignment, offset })
+            })
+            .collect();
         MessageResult(finals)
     }
 }
@@ -222,15 +233,11 @@ impl Handler<ReleaseForRewind> for Checkpoint {
     type Result = MessageResult<ReleaseForRewind>;
 
     fn handle(&mut self, msg: ReleaseForRewind, _ctx: &mut Context<Self>) -> Self::Result {
-        let mut resumes = Vec::new();
-        for assignment in msg.assignments {
-            if self.tracked(assignment).is_none() {
-                continue;
-            }
-            if let Some(tracked) = self.partitions.remove(&assignment.partition) {
-                resumes.push((assignment, tracked.watermark.resume_at()));
-            }
-        }
+        let resumes = self
+            .release(msg.assignments)
+            .into_iter()
+            .map(|(assignment, tracked)| (assignment, tracked.watermark.resume_at()))
+            .collect();
         MessageResult(resumes)
     }
 }

@@ -125,6 +125,17 @@ pub struct LiveRewound {
     pub error: Option<String>,
 }
 
+impl LiveRewound {
+    /// The partition was not rewound, for `why`.
+    pub fn failed(partition: i32, why: &str) -> LiveRewound {
+        LiveRewound {
+            partition,
+            decision: None,
+            error: Some(why.to_owned()),
+        }
+    }
+}
+
 /// From the driver thread: drain these assignments' actors for a live rewind. The reply comes
 /// once they drained, with where reading must resume for each (the first offset not resolved
 /// contiguously; `None`: nothing was reported).

@@ -110,6 +110,19 @@ impl Supervisor {
     }
 
     /// Takes the actors of exactly these assignments out of the map.
+    /// Takes the actors of `assignments` and has them drain, each within the drain timeout;
+    /// the future ends when all of them did.
+    fn drain(
+        &mut self,
+        assignments: &[Assignment],
+    ) -> impl std::future::Future<Output = ()> + use<> {
+        let deadline = Instant::now() + self.drain_timeout;
+        let actors = self.take_actors(assignments);
+        async move {
+            join_all(actors.iter().map(|actor| actor.send(Drain { deadline }))).await;
+        }
+    }
+
     fn take_actors(&mut self, assignments: &[Assignment]) -> Vec<Addr<PartitionActor>> {
         let mut actors = Vec::new();
         for assignment in assignments {
@@ -164,11 +177,7 @@ impl Handler<RewindPartitions> for Supervisor {
         let failed = |targets: &[RewindTarget], why: &str| -> Vec<LiveRewound> {
             targets
                 .iter()
-                .map(|t| LiveRewound {
-                    partition: t.assignment.partition,
-                    decision: None,
-                    error: Some(why.to_owned()),
-                })
+                .map(|t| LiveRewound::failed(t.assignment.partition, why))
                 .collect()
         };
         if self.shutting_down {
@@ -190,12 +199,11 @@ impl Handler<DrainForRewind> for Supervisor {
     type Result = ResponseFuture<Vec<(Assignment, Option<i64>)>>;
 
     fn handle(&mut self, msg: DrainForRewind, _ctx: &mut Context<Self>) -> Self::Result {
-        let deadline = Instant::now() + self.drain_timeout;
-        let actors = self.take_actors(&msg.assignments);
+        let drained = self.drain(&msg.assignments);
         let checkpoint = self.checkpoint.clone();
         let assignments = msg.assignments;
         Box::pin(async move {
-            join_all(actors.iter().map(|actor| actor.send(Drain { deadline }))).await;
+            drained.await;
             checkpoint
                 .send(ReleaseForRewind { assignments })
                 .await
@@ -221,15 +229,14 @@ impl Handler<PartitionsRevoked> for Supervisor {
     fn handle(&mut self, msg: PartitionsRevoked, _ctx: &mut Context<Self>) -> Self::Result {
         let kind = if msg.lost { "lost" } else { "revoke" };
         self.deps.metrics.observe_rebalance(kind);
-        let deadline = Instant::now() + self.drain_timeout;
         for assignment in &msg.assignments {
             self.observed.remove(&assignment.partition);
         }
-        let actors = self.take_actors(&msg.assignments);
+        let drained = self.drain(&msg.assignments);
         let checkpoint = self.checkpoint.clone();
         let assignments = msg.assignments;
         Box::pin(async move {
-            join_all(actors.iter().map(|actor| actor.send(Drain { deadline }))).await;
+            drained.await;
             let finals = checkpoint
                 .send(ReleasePartitions { assignments })
                 .await

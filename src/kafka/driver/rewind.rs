@@ -29,11 +29,14 @@ impl Driver {
         for target in targets {
             let partition = target.assignment.partition;
             if self.closing_since.is_some() {
-                results.push(not_rewound(partition, "the service is shutting down"));
+                results.push(LiveRewound::failed(
+                    partition,
+                    "the service is shutting down",
+                ));
             } else if self.reader_of(target.assignment).is_some() {
                 held.push(target);
             } else {
-                results.push(not_rewound(
+                results.push(LiveRewound::failed(
                     partition,
                     "the partition was revoked meanwhile",
                 ));
@@ -105,7 +108,7 @@ impl Driver {
                             ..reader
                         },
                     );
-                    results.push(not_rewound(
+                    results.push(LiveRewound::failed(
                         partition,
                         &format!(
                             "seek to offset {offset} failed ({error}); the partition stays idle \
@@ -140,7 +143,7 @@ impl Driver {
         for (reader, plan) in restarts {
             let partition = reader.assignment.partition;
             let Some((assignment, sink)) = sinks.get(&partition).cloned() else {
-                results.push(not_rewound(
+                results.push(LiveRewound::failed(
                     partition,
                     "no new actor: the service is stopping",
                 ));
@@ -221,13 +224,5 @@ impl Driver {
                 BTreeMap::new()
             }
         }
-    }
-}
-
-fn not_rewound(partition: i32, why: &str) -> LiveRewound {
-    LiveRewound {
-        partition,
-        decision: None,
-        error: Some(why.to_owned()),
     }
 }
