@@ -32,8 +32,17 @@ pub fn client_config(url: &str) -> Result<tokio_postgres::Config, DbError> {
 
 /// A pool of at most `size` connections.
 pub fn pool(url: &str, size: usize) -> Result<Pool, DbError> {
+    pool_of(client_config(url)?, size, Duration::from_secs(10))
+}
+
+/// A pool of at most `size` connections made with `config`; a checkout waits at most `wait`.
+pub fn pool_of(
+    config: tokio_postgres::Config,
+    size: usize,
+    wait: Duration,
+) -> Result<Pool, DbError> {
     let manager = Manager::from_config(
-        client_config(url)?,
+        config,
         NoTls,
         ManagerConfig {
             // A closed connection (server restarted) is noticed and replaced on checkout.
@@ -43,7 +52,7 @@ pub fn pool(url: &str, size: usize) -> Result<Pool, DbError> {
     Pool::builder(manager)
         .max_size(size)
         .runtime(Runtime::Tokio1)
-        .wait_timeout(Some(Duration::from_secs(10)))
+        .wait_timeout(Some(wait))
         .create_timeout(Some(Duration::from_secs(5)))
         .recycle_timeout(Some(Duration::from_secs(5)))
         .build()

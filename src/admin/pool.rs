@@ -2,13 +2,10 @@
 //! a statement timeout, so that page loads (anonymous ones included) can neither take the
 //! consumer's connections nor keep PostgreSQL busy for long.
 
-use std::time::Duration;
-
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use deadpool_postgres::Pool;
 
 use crate::config::admin::AdminSettings;
-use crate::db::{DbError, client_config};
+use crate::db::{DbError, client_config, pool_of};
 
 /// A pool of `settings.db_pool_size` connections whose statements end after
 /// `settings.statement_timeout`; a page waits at most that long for a connection too.
@@ -26,19 +23,5 @@ pub fn pool(database_url: &str, settings: &AdminSettings) -> Result<Pool, DbErro
         config.get_application_name().unwrap_or("history-consumer")
     );
     config.application_name(&name);
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(manager)
-        .max_size(settings.db_pool_size)
-        .runtime(Runtime::Tokio1)
-        .wait_timeout(Some(settings.statement_timeout))
-        .create_timeout(Some(Duration::from_secs(5)))
-        .recycle_timeout(Some(Duration::from_secs(5)))
-        .build()
-        .map_err(|e| DbError::Pool(e.to_string()))
+    pool_of(config, settings.db_pool_size, settings.statement_timeout)
 }
