@@ -5,36 +5,22 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::Utc;
 
 use crate::support::app::{TestApp, spawn_app};
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, wait_for};
 use crate::support::http::{Response, request};
-use crate::support::kafka::{Broker, TestKafka, numbered_event};
+use crate::support::kafka::{
+    Broker, TestKafka, a_moment_between, numbered_event, point_in_time, produce,
+};
 use crate::support::webdriver::Browser;
 
 use crate::support::app::ADMIN_TOKEN as TOKEN;
 
-fn at(time: DateTime<Utc>) -> String {
-    time.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// A point in time strictly between the records produced before it and after it (record
-/// timestamps are milliseconds).
-async fn a_moment_between() -> DateTime<Utc> {
-    let moment = Utc::now() + chrono::Duration::milliseconds(1);
-    wait_for(Duration::from_secs(5), "the clock to pass", || async {
-        (Utc::now() > moment).then_some(())
-    })
-    .await;
-    moment
-}
-
-/// Produces events `range` to `partition` (None: round robin over two), one after the other.
-async fn produce(kafka: &TestKafka, range: std::ops::Range<usize>, partition: Option<i32>) {
+/// Produces events `range` to `partition`, one after the other.
+async fn produce_to(kafka: &TestKafka, range: std::ops::Range<usize>, partition: i32) {
     let producer = kafka.producer();
     for i in range {
-        let partition = partition.unwrap_or((i % 2) as i32);
         kafka
             .send(&producer, Some(partition), "k", &numbered_event(i))
             .await;
@@ -94,13 +80,13 @@ async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliv
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(2).await;
     let start = Utc::now();
-    produce(&kafka, 0..20, None).await;
+    produce(&kafka, 0..20).await;
     let middle = a_moment_between().await;
-    produce(&kafka, 20..40, None).await;
+    produce(&kafka, 20..40).await;
     app.wait_committed(&kafka, &[20, 20]).await;
 
     // The confirmation step: how many records a rewind of partition 0 would replay.
-    let path = format!("/api/partitions/0/rewind?to={}", at(middle));
+    let path = format!("/api/partitions/0/rewind?to={}", point_in_time(middle));
     let plan = post(&app, &format!("{path}&dry_run=true"), Some(TOKEN)).await;
     assert_eq!(plan.status, 200, "{}", plan.body);
     let plan = plan.json();
@@ -123,7 +109,7 @@ async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliv
         post(&app, &path, Some("wrong-token-wrong")).await.status,
         401
     );
-    let elsewhere = format!("/api/partitions/7/rewind?to={}", at(middle));
+    let elsewhere = format!("/api/partitions/7/rewind?to={}", point_in_time(middle));
     assert_eq!(post(&app, &elsewhere, Some(TOKEN)).await.status, 409);
     let vague = post(&app, "/api/rewind?to=2026-12-02T10:00:00", Some(TOKEN)).await;
     assert_eq!(vague.status, 400);
@@ -190,7 +176,12 @@ async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliv
             }
         })
     };
-    let all = post(&app, &format!("/api/rewind?to={}", at(start)), Some(TOKEN)).await;
+    let all = post(
+        &app,
+        &format!("/api/rewind?to={}", point_in_time(start)),
+        Some(TOKEN),
+    )
+    .await;
     assert_eq!(all.status, 200, "{}", all.body);
     let all = all.json();
     let mut replayed = 0;
@@ -258,9 +249,9 @@ async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: B
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(2).await;
     let start = Utc::now();
-    produce(&kafka, 0..10, Some(0)).await;
+    produce_to(&kafka, 0..10, 0).await;
     let middle = a_moment_between().await;
-    produce(&kafka, 10..22, Some(0)).await;
+    produce_to(&kafka, 10..22, 0).await;
     app.wait_committed(&kafka, &[22, -1]).await;
     let admin = app.handle.admin_addr.to_string();
 
@@ -272,7 +263,9 @@ async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: B
     browser.type_into("#token", TOKEN).await;
     browser.click("#sign-in").await;
     browser.wait_for_element("#rewind-to").await;
-    browser.type_into("#rewind-to", &at(middle)).await;
+    browser
+        .type_into("#rewind-to", &point_in_time(middle))
+        .await;
     browser.click("#rewind-preview").await;
 
     browser.wait_for_element("#rewind-plan").await;
@@ -327,7 +320,9 @@ async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: B
     // Every partition of the instance, from the overview, back to before the first record.
     browser.goto(&format!("http://{admin}/")).await;
     browser.wait_for_element("#rewind-all-to").await;
-    browser.type_into("#rewind-all-to", &at(start)).await;
+    browser
+        .type_into("#rewind-all-to", &point_in_time(start))
+        .await;
     browser.click("#rewind-all-preview").await;
     browser.wait_for_element("#rewind-plan").await;
     assert_eq!(
@@ -386,10 +381,10 @@ async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(2).await;
     let start = Utc::now();
-    produce(&kafka, 0..10, Some(0)).await;
+    produce_to(&kafka, 0..10, 0).await;
     app.wait_committed(&kafka, &[10, -1]).await;
     inbox_fault(&db, true).await;
-    produce(&kafka, 10..20, Some(0)).await;
+    produce_to(&kafka, 10..20, 0).await;
     wait_for(
         Duration::from_secs(30),
         "the ten new records to be Unknown",
@@ -402,7 +397,7 @@ async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them
 
     let done = post(
         &app,
-        &format!("/api/partitions/0/rewind?to={}", at(start)),
+        &format!("/api/partitions/0/rewind?to={}", point_in_time(start)),
         Some(TOKEN),
     )
     .await;

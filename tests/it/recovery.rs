@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::Utc;
 use serde_json::Value;
 
 use history_consumer::kafka::group::{GroupOffsets, Membership};
@@ -18,7 +18,7 @@ use crate::support::helpers::{
     wait_for,
 };
 use crate::support::kafka::{Broker, TestKafka, numbered_event};
-use crate::support::kafka::{produce, wait_committed};
+use crate::support::kafka::{a_moment_between, point_in_time, produce, wait_committed};
 use crate::support::service::ServiceProcess;
 
 /// What a run of the binary gave.
@@ -183,10 +183,6 @@ async fn group_is_empty_within(kafka: &TestKafka, group: &str, timeout: Duration
     }
 }
 
-fn millis(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 #[actix_web::test]
 async fn a_database_restored_from_a_backup_is_made_whole_by_a_rewind_to_the_backups_time_and_verify_proves_it_on_tansu()
  {
@@ -254,7 +250,7 @@ async fn a_database_restored_from_a_backup_is_made_whole_by_a_rewind_to_the_back
         "--group",
         &group,
         "--to-datetime",
-        &millis(backup_time),
+        &point_in_time(backup_time),
         "--database-url",
         &db.url,
         "--json",
@@ -320,7 +316,7 @@ async fn rewind_refuses_while_a_member_of_the_group_is_active(broker: Broker) {
         "--group",
         &app.group,
         "--to-datetime",
-        &millis(started),
+        &point_in_time(started),
         "--database-url",
         &db.url,
     ])
@@ -357,22 +353,10 @@ async fn verify_tells_dead_letters_and_republished_duplicates_from_missing_event
     let db = test_database().await;
     let kafka = TestKafka::start_on(broker, 2).await;
     let producer = kafka.producer();
-    for i in 0..10 {
-        kafka
-            .send(&producer, Some((i % 2) as i32), "k", &numbered_event(i))
-            .await;
-    }
+    produce(&kafka, 0..10).await;
     // Records from here on are stamped strictly after `middle` (CreateTime, in milliseconds).
-    let middle = Utc::now() + chrono::Duration::milliseconds(1);
-    wait_for(Duration::from_secs(5), "the clock to pass", || async {
-        (Utc::now() > middle).then_some(())
-    })
-    .await;
-    for i in 10..20 {
-        kafka
-            .send(&producer, Some((i % 2) as i32), "k", &numbered_event(i))
-            .await;
-    }
+    let middle = a_moment_between().await;
+    produce(&kafka, 10..20).await;
     republish(&kafka, 0..4).await;
     for _ in 0..3 {
         kafka.send(&producer, Some(0), "k", b"not json").await;
@@ -423,7 +407,7 @@ async fn verify_tells_dead_letters_and_republished_duplicates_from_missing_event
     assert_eq!(partitions[1]["dead_lettered"], 2);
 
     // From the middle on: the first ten events are not read, their rows are outside the range.
-    let later = verify(&kafka, &db, &["--from-datetime", &millis(middle)]).await;
+    let later = verify(&kafka, &db, &["--from-datetime", &point_in_time(middle)]).await;
     assert_eq!(later.code, Some(1), "{}", later.stderr);
     let report = later.json();
     assert_eq!(report["partitions"][0]["start"], 5);

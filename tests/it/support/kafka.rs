@@ -426,3 +426,19 @@ pub async fn wait_committed(kafka: &TestKafka, group: &str, ends: &[i64], timeou
     .await;
     assert!(reached.is_ok(), "committed {last:?} never reached {ends:?}");
 }
+
+/// A point in time as operators type it and as record timestamps go (milliseconds, UTC).
+pub fn point_in_time(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A point in time strictly between the records produced before it and after it (record
+/// timestamps are milliseconds).
+pub async fn a_moment_between() -> chrono::DateTime<chrono::Utc> {
+    let moment = chrono::Utc::now() + chrono::Duration::milliseconds(1);
+    crate::support::helpers::wait_for(Duration::from_secs(5), "the clock to pass", || async {
+        (chrono::Utc::now() > moment).then_some(())
+    })
+    .await;
+    moment
+}
