@@ -203,13 +203,19 @@ impl Ran {
     }
 
     fn failed(error: &PgInboxError) -> Ran {
-        let cause = if error.is_unavailable() {
-            UnknownCause::Unavailable
-        } else {
-            UnknownCause::Refused
-        };
-        Ran::unknown(error.text().into(), cause)
+        let (text, cause) = unknown_of(error);
+        Ran::unknown(text, cause)
     }
+}
+
+/// What a failure that leaves its records Unknown is shown with, and why it happened.
+fn unknown_of(error: &PgInboxError) -> (Arc<str>, UnknownCause) {
+    let cause = if error.is_unavailable() {
+        UnknownCause::Unavailable
+    } else {
+        UnknownCause::Refused
+    };
+    (error.text().into(), cause)
 }
 
 /// Executes `work` once, within the policy's timeout. Never fails: failures, including the
@@ -301,11 +307,7 @@ pub async fn execute_batch(pool: &Pool, works: &[&Work], policy: &Policy<'_>) ->
     let outcomes = match tokio::time::timeout(policy.timeout, process_batch(pool, &items)).await {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) => {
-            let Ran { error, cause, .. } = Ran::failed(&error);
-            let (error, cause) = (
-                error.unwrap_or_default(),
-                cause.unwrap_or(UnknownCause::Refused),
-            );
+            let (error, cause) = unknown_of(&error);
             return all_unknown(works.len(), error, cause, started);
         }
         Err(_) => {
