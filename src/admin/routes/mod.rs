@@ -227,7 +227,11 @@ pub(super) fn parse_offset(text: &str) -> Result<i64, AdminError> {
 /// A time of the dead-letter filter: a point in time, or a browser's `2026-10-03T08:00` or
 /// `2026-10-03` read as UTC.
 pub(super) fn parse_time(field: &str, text: &str) -> Result<DateTime<Utc>, AdminError> {
-    parse_point_in_time_or_utc(text).map_err(|e| AdminError::BadRequest(format!("{field}: {e}")))
+    parse_point_in_time_or_utc(text).map_err(|e| {
+        AdminError::BadRequest(format!(
+            "{field} must be a time like 2026-10-03T08:00 (read as UTC): {e}"
+        ))
+    })
 }
 
 /// Records an operator action in the audit trail (the consumer's pool: see `AdminState`); a
