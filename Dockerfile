@@ -4,12 +4,16 @@
 #   docker run --rm history-consumer --help
 #
 # Stage 1 compiles the binary; librdkafka is built from source by rdkafka-sys, which needs a
-# C toolchain, make, perl and zlib headers (the rust image has most of them already; they are
-# listed so that the requirement is written down). Stage 2 holds the binary and nothing else.
+# C toolchain, make, perl, and the headers of the libraries it links from Debian's packages:
+# OpenSSL (TLS, SASL SCRAM), curl (OAUTHBEARER/OIDC token requests), zstd and zlib (the rust
+# image has most of them already; they are listed so that the requirement is written down).
+# Stage 2 holds the binary and the shared libraries it links: a Debian security update of
+# OpenSSL or curl reaches the image by rebuilding it, without recompiling (docs/connecting.md).
 
 FROM rust:1-bookworm AS builder
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc g++ make perl python3 pkg-config zlib1g-dev \
+      libssl-dev libcurl4-openssl-dev libzstd-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 
@@ -30,8 +34,12 @@ RUN touch src/main.rs src/lib.rs \
  && install -m 0755 target/release/history-consumer /usr/local/bin/history-consumer
 
 FROM debian:bookworm-slim AS runtime
-# The binary needs only libc, libgcc and zlib, all part of the base image.
-RUN groupadd --system --gid 10001 history \
+# The binary links OpenSSL, curl, zstd and zlib from Debian; ca-certificates is the system
+# trust store that TLS to Kafka and PostgreSQL uses when no CA file is given.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libssl3 libcurl4 libzstd1 zlib1g ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 history \
  && useradd --system --uid 10001 --gid history --no-create-home --shell /usr/sbin/nologin history
 COPY --from=builder /usr/local/bin/history-consumer /usr/local/bin/history-consumer
 USER 10001:10001
