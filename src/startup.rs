@@ -179,9 +179,8 @@ impl Application {
             topic: settings.kafka.topic.clone(),
             max_payload_bytes: runtime.max_payload_bytes,
             reader: ReaderConfig {
-                brokers: settings.kafka.brokers.clone(),
+                connection: settings.kafka.connection(),
                 topic: settings.kafka.topic.clone(),
-                options: settings.kafka.options.clone(),
             },
         };
         let server = admin::server(listener, metrics_listener, state).map_err(|source| {
@@ -268,14 +267,17 @@ fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartupError> {
     Ok((listener, bound))
 }
 
-/// librdkafka names the property it rejects; so do we.
-fn kafka_config_error(error: rdkafka::error::KafkaError) -> ConfigError {
+/// librdkafka names the property it rejects; so do we (never a secret's value).
+pub fn kafka_config_error(error: rdkafka::error::KafkaError) -> ConfigError {
     match &error {
         rdkafka::error::KafkaError::ClientConfig(_, message, key, value) => ConfigError::new(
-            format!("--kafka-option {key}"),
-            format!("{value:?} rejected by librdkafka: {message}"),
+            format!("kafka property {key}"),
+            format!(
+                "{:?} rejected by librdkafka: {message}",
+                crate::config::kafka::shown_value(key, value)
+            ),
         ),
-        _ => ConfigError::new("--kafka-option", error.to_string()),
+        _ => ConfigError::new("kafka properties", error.to_string()),
     }
 }
 

@@ -117,7 +117,10 @@ impl AdminSettings {
             (_, Some(path)) => Some(read_token_file(path)?),
             (token, None) => token.clone(),
         };
-        if token.is_some() && args.admin_token_file.is_none() && token_flag_on_command_line() {
+        if token.is_some()
+            && args.admin_token_file.is_none()
+            && super::secret::given_on_command_line(key::ADMIN_TOKEN)
+        {
             tracing::warn!(
                 "the admin token was given as a command-line flag, which every local user can \
                  read in /proc; use {} or {} instead",
@@ -223,16 +226,6 @@ fn read_token_file(path: &std::path::Path) -> Result<Secret, ConfigError> {
         )
     })?;
     Ok(Secret::new(token))
-}
-
-/// Whether this process was started with `--admin-token` on its command line.
-fn token_flag_on_command_line() -> bool {
-    std::env::args_os().any(|arg| {
-        arg.to_str().is_some_and(|a| {
-            a.strip_prefix("--") == Some(key::ADMIN_TOKEN.long)
-                || a.starts_with(&format!("--{}=", key::ADMIN_TOKEN.long))
-        })
-    })
 }
 
 #[cfg(test)]

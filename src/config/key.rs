@@ -28,6 +28,37 @@ pub const LOG: Key = Key::new("log", "HISTORY_LOG");
 pub const BROKERS: Key = Key::new("brokers", "HISTORY_KAFKA_BROKERS");
 pub const TOPIC: Key = Key::new("topic", "HISTORY_KAFKA_TOPIC");
 pub const GROUP: Key = Key::new("group", "HISTORY_KAFKA_GROUP");
+pub const KAFKA_CONFIG_FILE: Key = Key::new("kafka-config-file", "HISTORY_KAFKA_CONFIG_FILE");
+pub const KAFKA_SECURITY_PROTOCOL: Key =
+    Key::new("kafka-security-protocol", "HISTORY_KAFKA_SECURITY_PROTOCOL");
+pub const KAFKA_SASL_MECHANISM: Key =
+    Key::new("kafka-sasl-mechanism", "HISTORY_KAFKA_SASL_MECHANISM");
+pub const KAFKA_SASL_USERNAME: Key = Key::new("kafka-sasl-username", "HISTORY_KAFKA_SASL_USERNAME");
+pub const KAFKA_SASL_PASSWORD: Key = Key::new("kafka-sasl-password", "HISTORY_KAFKA_SASL_PASSWORD");
+pub const KAFKA_SASL_PASSWORD_FILE: Key = Key::new(
+    "kafka-sasl-password-file",
+    "HISTORY_KAFKA_SASL_PASSWORD_FILE",
+);
+pub const KAFKA_SSL_CA_FILE: Key = Key::new("kafka-ssl-ca-file", "HISTORY_KAFKA_SSL_CA_FILE");
+pub const KAFKA_SSL_CERT_FILE: Key = Key::new("kafka-ssl-cert-file", "HISTORY_KAFKA_SSL_CERT_FILE");
+pub const KAFKA_SSL_KEY_FILE: Key = Key::new("kafka-ssl-key-file", "HISTORY_KAFKA_SSL_KEY_FILE");
+pub const KAFKA_SSL_KEY_PASSWORD_FILE: Key = Key::new(
+    "kafka-ssl-key-password-file",
+    "HISTORY_KAFKA_SSL_KEY_PASSWORD_FILE",
+);
+pub const KAFKA_OAUTH_TOKEN_URL: Key =
+    Key::new("kafka-oauth-token-url", "HISTORY_KAFKA_OAUTH_TOKEN_URL");
+pub const KAFKA_OAUTH_CLIENT_ID: Key =
+    Key::new("kafka-oauth-client-id", "HISTORY_KAFKA_OAUTH_CLIENT_ID");
+pub const KAFKA_OAUTH_CLIENT_SECRET: Key = Key::new(
+    "kafka-oauth-client-secret",
+    "HISTORY_KAFKA_OAUTH_CLIENT_SECRET",
+);
+pub const KAFKA_OAUTH_CLIENT_SECRET_FILE: Key = Key::new(
+    "kafka-oauth-client-secret-file",
+    "HISTORY_KAFKA_OAUTH_CLIENT_SECRET_FILE",
+);
+pub const KAFKA_OAUTH_SCOPE: Key = Key::new("kafka-oauth-scope", "HISTORY_KAFKA_OAUTH_SCOPE");
 pub const DATABASE_URL: Key = Key::new("database-url", "HISTORY_DATABASE_URL");
 pub const MAX_UNRESOLVED: Key = Key::new("max-unresolved", "HISTORY_MAX_UNRESOLVED");
 pub const RETRY_INITIAL: Key = Key::new("retry-initial", "HISTORY_RETRY_INITIAL");

@@ -11,10 +11,12 @@ use clap::Args;
 
 pub mod admin;
 pub mod defaults;
+pub mod kafka;
 pub mod key;
 pub mod recovery;
 mod secret;
 
+pub use kafka::{KafkaConnection, KafkaConnectionArgs, KafkaProperties};
 pub use key::Key;
 pub use secret::{Secret, parse_secret};
 
@@ -32,18 +34,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Where the Kafka topic is and which consumer group to join.
 #[derive(Debug, Clone, Args)]
 pub struct KafkaArgs {
-    /// Kafka bootstrap servers, comma separated.
-    #[arg(long = key::BROKERS.long, env = key::BROKERS.env, default_value = defaults::BROKERS)]
-    pub brokers: String,
+    #[command(flatten)]
+    pub connection: KafkaConnectionArgs,
     /// The topic of ticket status events.
     #[arg(long = key::TOPIC.long, env = key::TOPIC.env, default_value = defaults::TOPIC)]
     pub topic: String,
     /// The consumer group; run more instances with the same group to scale out.
     #[arg(long = key::GROUP.long, env = key::GROUP.env, default_value = defaults::GROUP)]
     pub group: String,
-    /// A librdkafka property as key=value (repeatable), e.g. `session.timeout.ms=10000`.
-    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
-    pub kafka_options: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -174,22 +172,28 @@ impl ConfigError {
     }
 }
 
-/// librdkafka properties the service owns: changing them would break the offset contract.
-const RESERVED_KAFKA_OPTIONS: [&str; 4] = [
-    "enable.auto.commit",
-    "enable.auto.offset.store",
-    "group.id",
-    "bootstrap.servers",
-];
-
 /// The Kafka side of the settings.
 #[derive(Debug, Clone)]
 pub struct KafkaSettings {
     pub brokers: String,
     pub topic: String,
     pub group: String,
-    /// Extra librdkafka properties, applied over the service's defaults.
-    pub options: Vec<(String, String)>,
+    /// The operator's librdkafka properties (config file, security flags, `--kafka-option`s),
+    /// applied over the service's defaults.
+    pub options: KafkaProperties,
+}
+
+impl KafkaArgs {
+    /// The checked Kafka settings: files read, properties merged ([`KafkaConnectionArgs`]).
+    pub fn resolve(self) -> Result<KafkaSettings, ConfigError> {
+        let connection = self.connection.resolve()?;
+        Ok(KafkaSettings {
+            brokers: connection.brokers,
+            topic: self.topic,
+            group: self.group,
+            options: connection.properties,
+        })
+    }
 }
 
 impl KafkaSettings {
@@ -208,11 +212,15 @@ impl KafkaSettings {
 
     /// The last value given for a librdkafka property.
     pub fn option(&self, key: &str) -> Option<&str> {
-        self.options
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.options.get(key)
+    }
+
+    /// How to reach the brokers, for the throwaway readers beside the member.
+    pub fn connection(&self) -> KafkaConnection {
+        KafkaConnection {
+            brokers: self.brokers.clone(),
+            properties: self.options.clone(),
+        }
     }
 }
 
@@ -320,12 +328,7 @@ fn shown(duration: Duration) -> humantime::FormattedDuration {
 impl Settings {
     /// Builds and checks the settings of `run`.
     pub fn from_run_args(args: RunArgs) -> Result<Settings, ConfigError> {
-        let kafka = KafkaSettings {
-            brokers: args.kafka.brokers,
-            topic: args.kafka.topic,
-            group: args.kafka.group,
-            options: args.kafka.kafka_options,
-        };
+        let kafka = args.kafka.resolve()?;
         let settings = Settings {
             kafka,
             database_url: args.database_url,
@@ -342,8 +345,8 @@ impl Settings {
         not_empty(&kafka.brokers, key::BROKERS)?;
         not_empty(&kafka.topic, key::TOPIC)?;
         not_empty(&kafka.group, key::GROUP)?;
-        for (option, _) in &kafka.options {
-            if RESERVED_KAFKA_OPTIONS.contains(&option.as_str()) {
+        for (option, _) in kafka.options.iter() {
+            if kafka::RESERVED_PROPERTIES.contains(&option) {
                 return Err(ConfigError::new(
                     format!("--kafka-option {option}"),
                     "is set by the service itself (use --brokers/--group; offsets are committed \

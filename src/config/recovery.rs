@@ -6,17 +6,16 @@ use chrono::{DateTime, Utc};
 use clap::Args;
 
 use super::{
-    ConfigError, KafkaArgs, Secret, check_database_url, defaults, key, not_empty,
-    parse_kafka_option, parse_secret,
+    ConfigError, KafkaArgs, KafkaConnection, KafkaConnectionArgs, Secret, check_database_url,
+    defaults, key, not_empty, parse_secret,
 };
 use crate::domain::parse_point_in_time;
 use crate::error_text::chain;
 
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
-    /// Kafka bootstrap servers, comma separated.
-    #[arg(long = key::BROKERS.long, env = key::BROKERS.env, default_value = defaults::BROKERS)]
-    pub brokers: String,
+    #[command(flatten)]
+    pub kafka: KafkaConnectionArgs,
     /// The topic of ticket status events.
     #[arg(long = key::TOPIC.long, env = key::TOPIC.env, default_value = defaults::TOPIC)]
     pub topic: String,
@@ -35,26 +34,22 @@ pub struct VerifyArgs {
     #[arg(long = key::MAX_PAYLOAD_BYTES.long, env = key::MAX_PAYLOAD_BYTES.env,
           default_value_t = defaults::MAX_PAYLOAD_BYTES)]
     pub max_payload_bytes: usize,
-    /// A librdkafka property as key=value (repeatable), e.g. security settings.
-    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
-    pub kafka_options: Vec<(String, String)>,
 }
 
 /// What `verify` does, checked.
 #[derive(Debug, Clone)]
 pub struct VerifySettings {
-    pub brokers: String,
+    pub kafka: KafkaConnection,
     pub topic: String,
     pub database_url: Secret,
     pub from: Option<DateTime<Utc>>,
     pub json: bool,
     pub max_payload_bytes: usize,
-    pub kafka_options: Vec<(String, String)>,
 }
 
 impl VerifySettings {
     pub fn from_args(args: VerifyArgs) -> Result<VerifySettings, ConfigError> {
-        not_empty(&args.brokers, key::BROKERS)?;
+        let kafka = args.kafka.resolve()?;
         not_empty(&args.topic, key::TOPIC)?;
         check_database_url(&args.database_url)?;
         let from = args
@@ -69,13 +64,12 @@ impl VerifySettings {
             ));
         }
         Ok(VerifySettings {
-            brokers: args.brokers,
+            kafka,
             topic: args.topic,
             database_url: args.database_url,
             from,
             json: args.json,
             max_payload_bytes: args.max_payload_bytes,
-            kafka_options: args.kafka_options,
         })
     }
 }
@@ -108,7 +102,7 @@ pub struct RewindArgs {
 /// What `rewind` does, checked.
 #[derive(Debug, Clone)]
 pub struct RewindSettings {
-    pub brokers: String,
+    pub kafka: KafkaConnection,
     pub topic: String,
     pub group: String,
     pub to: DateTime<Utc>,
@@ -118,13 +112,11 @@ pub struct RewindSettings {
     /// Required unless `dry_run`.
     pub database_url: Option<Secret>,
     pub json: bool,
-    pub kafka_options: Vec<(String, String)>,
 }
 
 impl RewindSettings {
     pub fn from_args(args: RewindArgs) -> Result<RewindSettings, ConfigError> {
-        let kafka = args.kafka;
-        not_empty(&kafka.brokers, key::BROKERS)?;
+        let kafka = args.kafka.resolve()?;
         not_empty(&kafka.topic, key::TOPIC)?;
         not_empty(&kafka.group, key::GROUP)?;
         let to = point_in_time(&args.to_datetime, "--to-datetime")?;
@@ -145,7 +137,7 @@ impl RewindSettings {
             }
         }
         Ok(RewindSettings {
-            brokers: kafka.brokers,
+            kafka: kafka.connection(),
             topic: kafka.topic,
             group: kafka.group,
             to,
@@ -153,7 +145,6 @@ impl RewindSettings {
             dry_run: args.dry_run,
             database_url: args.database_url,
             json: args.json,
-            kafka_options: kafka.kafka_options,
         })
     }
 }

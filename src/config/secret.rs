@@ -37,3 +37,13 @@ impl From<String> for Secret {
 pub fn parse_secret(text: &str) -> Result<Secret, String> {
     Ok(Secret::new(text))
 }
+
+/// Whether this process was started with `--<key>` on its command line (not the environment):
+/// a secret there is visible to every local user, so its use warns.
+pub fn given_on_command_line(key: super::Key) -> bool {
+    std::env::args_os().any(|arg| {
+        arg.to_str().is_some_and(|a| {
+            a.strip_prefix("--") == Some(key.long) || a.starts_with(&format!("--{}=", key.long))
+        })
+    })
+}

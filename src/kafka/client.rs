@@ -43,8 +43,6 @@ pub fn consumer_config(kafka: &KafkaSettings, client_id: &str, prefetch: Prefetc
         // fetch.queue.backoff.ms (1 s by default): far too long once its actor has room.
         .set("fetch.wait.max.ms", "100")
         .set("fetch.queue.backoff.ms", "10");
-    for (key, value) in &kafka.options {
-        config.set(key, value);
-    }
+    kafka.options.apply_to(&mut config);
     config
 }

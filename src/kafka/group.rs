@@ -13,6 +13,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
+use crate::config::KafkaConnection;
+
 const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The group's offsets could not be read or written.
@@ -59,17 +61,14 @@ impl GroupOffsets {
     /// A client for `group` that never joins it (no subscription): it only reads and commits
     /// offsets.
     pub fn open(
-        brokers: &str,
+        connection: &KafkaConnection,
         topic: &str,
         group: &str,
-        options: &[(String, String)],
     ) -> Result<GroupOffsets, GroupError> {
         let mut client = ClientConfig::new();
-        for (key, value) in options {
-            client.set(key, value);
-        }
+        connection.properties.apply_to(&mut client);
         client
-            .set("bootstrap.servers", brokers)
+            .set("bootstrap.servers", &connection.brokers)
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false");

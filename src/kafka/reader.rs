@@ -24,6 +24,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::fetched;
+use crate::config::KafkaConnection;
 use crate::domain::FetchedRecord;
 use crate::domain::rewind::TimeOffset;
 
@@ -39,11 +40,10 @@ const TAIL: i64 = 16;
 /// Where the topic is.
 #[derive(Debug, Clone)]
 pub struct ReaderConfig {
-    pub brokers: String,
+    /// The brokers and the operator's properties (security settings and the like), applied
+    /// over the reader's defaults; the reader's own essentials (no group, no commits) win.
+    pub connection: KafkaConnection,
     pub topic: String,
-    /// librdkafka properties (security settings and the like), applied over the reader's
-    /// defaults; the reader's own essentials (no group, no commits) win.
-    pub options: Vec<(String, String)>,
 }
 
 /// The reader could not do its work.
@@ -118,11 +118,9 @@ impl TopicReader {
         client
             .set("isolation.level", "read_committed")
             .set("fetch.wait.max.ms", "100");
-        for (key, value) in &config.options {
-            client.set(key, value);
-        }
+        config.connection.properties.apply_to(&mut client);
         client
-            .set("bootstrap.servers", &config.brokers)
+            .set("bootstrap.servers", &config.connection.brokers)
             // Needed to assign partitions by hand; this consumer never joins nor commits.
             .set(
                 "group.id",

@@ -199,20 +199,14 @@ pub async fn run(settings: &RewindSettings) -> Result<RewindReport, RewindError>
 /// commit unless it is a dry run.
 fn plan_and_commit(settings: &RewindSettings) -> Result<RewindReport, RewindError> {
     let reader = TopicReader::open(&ReaderConfig {
-        brokers: settings.brokers.clone(),
+        connection: settings.kafka.clone(),
         topic: settings.topic.clone(),
-        options: settings.kafka_options.clone(),
     })?;
     let partitions = match &settings.partitions {
         Some(wanted) => reader.check_partitions(wanted)?,
         None => reader.partitions()?,
     };
-    let group = GroupOffsets::open(
-        &settings.brokers,
-        &settings.topic,
-        &settings.group,
-        &settings.kafka_options,
-    )?;
+    let group = GroupOffsets::open(&settings.kafka, &settings.topic, &settings.group)?;
     let membership = group.membership();
     if let Membership::Active { state, members } = &membership {
         let names: Vec<String> = members

@@ -58,9 +58,8 @@ pub async fn run(settings: &VerifySettings) -> Result<Report, VerifyError> {
     );
     let (sender, mut received) = mpsc::channel(BATCHES_IN_FLIGHT);
     let config = ReaderConfig {
-        brokers: settings.brokers.clone(),
+        connection: settings.kafka.clone(),
         topic: settings.topic.clone(),
-        options: settings.kafka_options.clone(),
     };
     let from = settings.from;
     let reader = tokio::task::spawn_blocking(move || read_topic(&config, from, &sender));

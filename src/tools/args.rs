@@ -5,20 +5,18 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::config::{ConfigError, defaults, key, parse_duration, parse_kafka_option};
+use crate::config::{ConfigError, KafkaConnectionArgs, defaults, key, parse_duration};
 
 /// Options of `produce`.
 #[derive(Debug, Clone, Args)]
 pub struct ProduceArgs {
-    /// Kafka bootstrap servers, comma separated.
-    #[arg(long = key::BROKERS.long, env = key::BROKERS.env, default_value = defaults::BROKERS)]
-    pub brokers: String,
+    /// The brokers and how to reach them, as for `run`; `--kafka-option`s are producer
+    /// properties here (e.g. `compression.type=zstd`).
+    #[command(flatten)]
+    pub kafka: KafkaConnectionArgs,
     /// The topic to publish to.
     #[arg(long = key::TOPIC.long, env = key::TOPIC.env, default_value = defaults::TOPIC)]
     pub topic: String,
-    /// A librdkafka producer property as key=value (repeatable).
-    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = parse_kafka_option)]
-    pub kafka_options: Vec<(String, String)>,
     /// Records to publish (ignored with --rate).
     #[arg(long, default_value_t = 10_000)]
     pub events: u64,

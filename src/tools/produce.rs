@@ -10,9 +10,10 @@ use rand::rngs::StdRng;
 use rdkafka::ClientConfig;
 use rdkafka::producer::FutureProducer;
 
+use crate::config::{ConfigError, KafkaConnection};
+use crate::tools::args::ProduceArgs;
 use crate::tools::demo::kafka::Publisher;
 use crate::tools::demo::traffic::{Generator, Mix, Pacer, PlannedRecord, RecordKind, Tally};
-use crate::{config::ConfigError, tools::args::ProduceArgs};
 
 /// Records published per round in `--events` mode, at most. Republishes can only pick events
 /// already acknowledged, so small runs use smaller rounds to leave room for them.
@@ -38,7 +39,8 @@ pub struct Produced {
 /// Publishes as `args` says and prints a summary line.
 pub async fn run(args: ProduceArgs) -> Result<Produced, ProduceError> {
     args.validate()?;
-    let producer = producer(&args)?;
+    let connection = args.kafka.clone().resolve()?;
+    let producer = producer(&connection)?;
     let publisher = Publisher::to_topic(producer, &args.topic);
     let run_id = args
         .run_id
@@ -97,28 +99,20 @@ pub async fn run(args: ProduceArgs) -> Result<Produced, ProduceError> {
     if tally.total() == 0 && tally.failed > 0 {
         return Err(ProduceError::NothingDelivered {
             failed: tally.failed,
-            brokers: args.brokers,
+            brokers: connection.brokers,
         });
     }
     Ok(Produced { tally, elapsed })
 }
 
-fn producer(args: &ProduceArgs) -> Result<FutureProducer, ConfigError> {
+fn producer(connection: &KafkaConnection) -> Result<FutureProducer, ConfigError> {
     let mut config = ClientConfig::new();
     config
-        .set("bootstrap.servers", &args.brokers)
         .set("linger.ms", "5")
         .set("message.timeout.ms", "30000");
-    for (key, value) in &args.kafka_options {
-        config.set(key, value);
-    }
-    config.create().map_err(|error| match &error {
-        rdkafka::error::KafkaError::ClientConfig(_, message, key, value) => ConfigError::new(
-            format!("--kafka-option {key}"),
-            format!("{value:?} rejected by librdkafka: {message}"),
-        ),
-        _ => ConfigError::new("--kafka-option", error.to_string()),
-    })
+    connection.properties.apply_to(&mut config);
+    config.set("bootstrap.servers", &connection.brokers);
+    config.create().map_err(crate::startup::kafka_config_error)
 }
 
 async fn publish<R: rand::Rng>(publisher: &Publisher, generator: &mut Generator<R>, count: usize) {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::Value;
 
+use history_consumer::config::KafkaConnection;
 use history_consumer::kafka::group::{GroupOffsets, Membership};
 
 use crate::support::app::spawn_app;
@@ -167,7 +168,7 @@ async fn group_is_empty_within(kafka: &TestKafka, group: &str, timeout: Duration
         let (brokers, topic, group) =
             (kafka.brokers.clone(), kafka.topic.clone(), group.to_owned());
         let membership = tokio::task::spawn_blocking(move || {
-            GroupOffsets::open(&brokers, &topic, &group, &[])
+            GroupOffsets::open(&KafkaConnection::plaintext(brokers), &topic, &group)
                 .expect("a client of the group")
                 .membership()
         })

@@ -223,7 +223,7 @@ async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event
         settings
             .kafka
             .options
-            .push(("partition.assignment.strategy".into(), "range".into()));
+            .set("partition.assignment.strategy", "range");
     };
     let mut first = test_settings(&db.url, &kafka, &group);
     eager(&mut first);

@@ -50,7 +50,8 @@ pub fn settings(brokers: &str, topic: &str, database_url: &str, batch_size: usiz
                 ("session.timeout.ms".into(), "6000".into()),
                 ("heartbeat.interval.ms".into(), "500".into()),
                 ("fetch.wait.max.ms".into(), "10".into()),
-            ],
+            ]
+            .into(),
         },
         database_url: database_url.into(),
         admin: AdminSettings {

@@ -174,7 +174,7 @@ impl Topic {
             brokers: self.kafka.brokers.clone(),
             topic: self.name.clone(),
             group: format!("bench-raw-{:08x}", rand::random::<u32>()),
-            options: Vec::new(),
+            options: Default::default(),
         };
         let ends = ends.to_vec();
         tokio::task::spawn_blocking(move || read_raw(&settings, &ends))

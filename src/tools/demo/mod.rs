@@ -161,7 +161,8 @@ fn demo_settings(
             options: vec![
                 ("session.timeout.ms".into(), "6000".into()),
                 ("heartbeat.interval.ms".into(), "500".into()),
-            ],
+            ]
+            .into(),
         },
         database_url: database_url.into(),
         admin: AdminSettings {

@@ -32,7 +32,8 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
             options: vec![
                 ("session.timeout.ms".into(), "6000".into()),
                 ("heartbeat.interval.ms".into(), "500".into()),
-            ],
+            ]
+            .into(),
         },
         database_url: db_url.into(),
         admin: AdminSettings {
