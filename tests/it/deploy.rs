@@ -130,33 +130,93 @@ fn compose(env_file: &Path, args: &[&str]) -> Command {
     command
 }
 
-/// The one setting the compose file has no default for.
-const COMPOSE_TOKEN: &str = "HISTORY_ADMIN_TOKEN=compose-test-admin-token";
+#[test]
+fn docker_compose_passes_every_secret_as_a_file_never_as_an_environment_value() {
+    let env_file = tempfile::NamedTempFile::new().expect("an empty env file");
+    let resolved = run_ok(
+        compose(env_file.path(), &["config"]),
+        "docker-compose config",
+    )
+    .stdout;
+    for setting in [
+        "HISTORY_ADMIN_TOKEN:",
+        "HISTORY_KAFKA_SASL_PASSWORD:",
+        "POSTGRES_PASSWORD:",
+        "GF_SECURITY_ADMIN_PASSWORD:",
+        "history:history@",
+    ] {
+        assert!(
+            !resolved.contains(setting),
+            "`{setting}` in the resolved compose file:\n{resolved}"
+        );
+    }
+    for (setting, count) in [
+        ("HISTORY_ADMIN_TOKEN_FILE: /run/secrets/admin_token", 3),
+        (
+            "HISTORY_DATABASE_PASSWORD_FILE: /run/secrets/db_password",
+            3,
+        ),
+        ("POSTGRES_PASSWORD_FILE: /run/secrets/db_password", 1),
+        (
+            "GF_SECURITY_ADMIN_PASSWORD__FILE: /run/secrets/grafana_admin_password",
+            1,
+        ),
+    ] {
+        assert_eq!(
+            resolved.matches(setting).count(),
+            count,
+            "`{setting}` in the resolved compose file:\n{resolved}"
+        );
+    }
+    for secret in ["admin_token", "db_password", "grafana_admin_password"] {
+        let source = repo().join("secrets").join(secret).display().to_string();
+        assert!(
+            resolved.contains(&format!("file: {source}")),
+            "secret {secret} is not the file {source}:\n{resolved}"
+        );
+    }
+}
 
 #[test]
-fn docker_compose_refuses_to_start_without_an_admin_token() {
-    let env_file = tempfile::NamedTempFile::new().expect("an empty env file");
-    let ran = run_bounded(
-        compose(env_file.path(), &["config", "-q"]),
-        Duration::from_secs(60),
-    );
-    assert!(
-        !ran.success(),
-        "config passed without a token: {}",
-        ran.describe()
-    );
-    assert!(
-        ran.stderr
-            .contains("set HISTORY_ADMIN_TOKEN to a random admin token"),
-        "{}",
-        ran.describe()
+fn compose_secrets_makes_random_readable_files_in_a_private_folder_and_keeps_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let secrets = dir.path().join("secrets");
+    let script = repo().join("scripts/compose-secrets");
+    let make = || {
+        let mut command = Command::new(&script);
+        command.arg(&secrets);
+        run_ok(command, "scripts/compose-secrets")
+    };
+    make();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&secrets), 0o700);
+    let mut first = Vec::new();
+    for name in ["admin_token", "db_password", "grafana_admin_password"] {
+        let file = secrets.join(name);
+        assert_eq!(mode(&file), 0o644, "{name}");
+        let value = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            value.len() >= 32 && value.chars().all(|c| c.is_ascii_hexdigit()),
+            "{name}: {value:?}"
+        );
+        first.push(value);
+    }
+    assert_ne!(first[0], first[1], "each secret is its own");
+    make();
+    let again: Vec<String> = ["admin_token", "db_password", "grafana_admin_password"]
+        .iter()
+        .map(|name| std::fs::read_to_string(secrets.join(name)).unwrap())
+        .collect();
+    assert_eq!(
+        first, again,
+        "a second run keeps what the database already has"
     );
 }
 
 #[test]
-fn docker_compose_accepts_the_compose_file_with_its_defaults_and_an_admin_token() {
-    let env_file = tempfile::NamedTempFile::new().expect("an env file");
-    std::fs::write(env_file.path(), format!("{COMPOSE_TOKEN}\n")).expect("write the env file");
+fn docker_compose_accepts_the_compose_file_with_its_defaults() {
+    let env_file = tempfile::NamedTempFile::new().expect("an empty env file");
     let quiet = run_ok(
         compose(env_file.path(), &["config", "-q"]),
         "docker-compose config -q",
@@ -199,12 +259,11 @@ fn docker_compose_accepts_the_compose_file_with_its_defaults_and_an_admin_token(
         ("HISTORY_KAFKA_TOPIC: tickets.status.v1", 3),
         ("HISTORY_KAFKA_GROUP: history", 3),
         (
-            "HISTORY_DATABASE_URL: postgres://history:history@postgres:5432/history",
+            "HISTORY_DATABASE_URL: postgres://history@postgres:5432/history",
             3,
         ),
         ("HISTORY_ADMIN_ADDR: 0.0.0.0:8080", 3),
         ("HISTORY_METRICS_ADDR: 0.0.0.0:9100", 3),
-        ("HISTORY_ADMIN_TOKEN: compose-test-admin-token", 3),
         ("HISTORY_ADMIN_READ_AUTH: \"true\"", 3),
         ("condition: service_completed_successfully", 3),
         ("POSTGRES_DB: history", 1),
