@@ -20,6 +20,17 @@ pub struct ServiceProcess {
 impl ServiceProcess {
     /// Starts a member on the test's thread; it dies with that thread at the latest.
     pub fn spawn(db: &TestDb, kafka: &TestKafka, group: &str) -> ServiceProcess {
+        ServiceProcess::spawn_with(&db.url, &kafka.brokers, &kafka.topic, group, &[])
+    }
+
+    /// Starts a member with `extra` arguments after the usual ones (they win over them).
+    pub fn spawn_with(
+        database_url: &str,
+        brokers: &str,
+        topic: &str,
+        group: &str,
+        extra: &[&str],
+    ) -> ServiceProcess {
         let admin = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-consumer")));
         let file = std::fs::File::create(&log).unwrap();
@@ -29,16 +40,17 @@ impl ServiceProcess {
             .args([
                 "run",
                 "--brokers",
-                &kafka.brokers,
+                brokers,
                 "--topic",
-                &kafka.topic,
+                topic,
                 "--group",
                 group,
             ])
-            .args(["--database-url", &db.url, "--admin-addr", &admin])
+            .args(["--database-url", database_url, "--admin-addr", &admin])
             .args(["--kafka-option", "session.timeout.ms=6000"])
             .args(["--kafka-option", "heartbeat.interval.ms=500"])
             .args(["--commit-interval", "100ms", "--drain-timeout", "3s"])
+            .args(extra)
             .env("HISTORY_LOG", "info")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())

@@ -1,0 +1,216 @@
+//! The Kafka connection flags from outside: the release binary started with them, its secrets
+//! never shown, OIDC client credentials reaching a token endpoint, and (with the broker behind
+//! TLS or with SASL) every valid event stored once.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::support::helpers::{test_database, unique_name, wait_for};
+use crate::support::kafka::TestKafka;
+use crate::support::service::ServiceProcess;
+
+/// One HTTP request as a token endpoint received it.
+#[derive(Debug, Clone)]
+struct Received {
+    head: String,
+    body: String,
+}
+
+/// An OIDC token endpoint that records what it is asked and answers every request with a
+/// token that expires in an hour.
+async fn token_endpoint() -> (String, Arc<Mutex<Vec<Received>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/oauth2/token", listener.local_addr().unwrap());
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let log = received.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut bytes = Vec::new();
+                let mut buffer = [0u8; 4096];
+                let (head, body) = loop {
+                    let Ok(n) = socket.read(&mut buffer).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    bytes.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&bytes).into_owned();
+                    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            let (name, value) = l.split_once(':')?;
+                            name.eq_ignore_ascii_case("content-length")
+                                .then(|| value.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break (head.to_owned(), body.to_owned());
+                    }
+                };
+                log.lock().unwrap().push(Received { head, body });
+                let token = jwt("history", 3600);
+                let answer = format!(
+                    "{{\"access_token\":\"{token}\",\"token_type\":\"Bearer\",\"expires_in\":3600}}"
+                );
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    (url, received)
+}
+
+/// An unsigned JWT with the claims librdkafka reads (`sub`, `exp`).
+fn jwt(subject: &str, lifetime_seconds: i64) -> String {
+    let encode = |json: &str| {
+        openssl::base64::encode_block(json.as_bytes())
+            .trim_end_matches('=')
+            .replace('+', "-")
+            .replace('/', "_")
+    };
+    let expires = chrono::Utc::now().timestamp() + lifetime_seconds;
+    format!(
+        "{}.{}.{}",
+        encode(r#"{"alg":"none","typ":"JWT"}"#),
+        encode(&format!(r#"{{"sub":"{subject}","exp":{expires}}}"#)),
+        encode("signature")
+    )
+}
+
+fn secret_file(content: &str) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), format!("{content}\n")).unwrap();
+    file
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oauthbearer_asks_the_oidc_token_endpoint_with_the_client_credentials_and_shows_no_secret()
+{
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let (url, received) = token_endpoint().await;
+    let secret = secret_file("oidc-client-secret-1f2e");
+    let service = ServiceProcess::spawn_with(
+        &db.url,
+        &kafka.brokers,
+        &kafka.topic,
+        &unique_name("oidc"),
+        &[
+            "--kafka-security-protocol",
+            "sasl_plaintext",
+            "--kafka-sasl-mechanism",
+            "OAUTHBEARER",
+            "--kafka-oauth-token-url",
+            &url,
+            "--kafka-oauth-client-id",
+            "history-client",
+            "--kafka-oauth-client-secret-file",
+            secret.path().to_str().unwrap(),
+            "--kafka-oauth-scope",
+            "kafka.read",
+        ],
+    );
+    let request = wait_for(Duration::from_secs(30), "a token request", || {
+        let first = received.lock().unwrap().first().cloned();
+        async move { first }
+    })
+    .await;
+    assert!(
+        request.head.starts_with("POST /oauth2/token "),
+        "{request:?}"
+    );
+    let expected = openssl::base64::encode_block(b"history-client:oidc-client-secret-1f2e");
+    assert!(
+        request
+            .head
+            .lines()
+            .any(|l| l.eq_ignore_ascii_case(&format!("authorization: basic {expected}"))),
+        "the client credentials as HTTP Basic: {request:?}"
+    );
+    assert!(
+        request.body.contains("grant_type=client_credentials"),
+        "{request:?}"
+    );
+    assert!(request.body.contains("scope=kafka.read"), "{request:?}");
+    // The mock cluster speaks no SASL: the member never gets in, and is not ready.
+    let readyz = reqwest::get(format!("http://{}/readyz", service.admin))
+        .await
+        .unwrap();
+    assert_eq!(readyz.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    let log_path = service.log.clone();
+    drop(service);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!log.contains("oidc-client-secret-1f2e"), "{log}");
+}
+
+#[test]
+fn help_never_shows_a_secret_given_in_the_environment() {
+    let secrets = [
+        ("HISTORY_KAFKA_SASL_PASSWORD", "env-kafka-password-77"),
+        ("HISTORY_KAFKA_OAUTH_CLIENT_SECRET", "env-oidc-secret-78"),
+        (
+            "HISTORY_DATABASE_URL",
+            "postgres://u:env-db-password-79@h/db",
+        ),
+        ("HISTORY_ADMIN_TOKEN", "env-admin-token-0123456789"),
+    ];
+    for command in ["run", "verify", "rewind", "produce"] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_history-consumer"))
+            .args([command, "--help"])
+            .envs(secrets)
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            help.contains("--kafka-sasl-password-file"),
+            "{command}: {help}"
+        );
+        assert!(help.contains("--kafka-config-file"), "{command}: {help}");
+        for (_, secret) in secrets {
+            assert!(!help.contains(secret), "{command} --help shows {secret}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kafka_secret_given_as_a_flag_warns_without_showing_it() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let service = ServiceProcess::spawn_with(
+        &db.url,
+        &kafka.brokers,
+        &kafka.topic,
+        &unique_name("flag-secret"),
+        &[
+            "--kafka-security-protocol",
+            "sasl_plaintext",
+            "--kafka-sasl-mechanism",
+            "SCRAM-SHA-256",
+            "--kafka-sasl-username",
+            "history",
+            "--kafka-sasl-password",
+            "flag-password-5a5a",
+        ],
+    );
+    let log_path = service.log.clone();
+    let log = wait_for(Duration::from_secs(30), "the warning", || {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        async move { log.contains("command-line flag").then_some(log) }
+    })
+    .await;
+    assert!(log.contains("kafka-sasl-password"), "{log}");
+    assert!(!log.contains("flag-password-5a5a"), "{log}");
+}
