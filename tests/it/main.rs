@@ -4,6 +4,7 @@
 
 mod admin;
 mod admin_security;
+mod admin_tls;
 mod bench;
 mod browser;
 mod consumer;
