@@ -7,6 +7,7 @@ mod admin_security;
 mod admin_tls;
 mod bench;
 mod browser;
+mod codecs;
 mod consumer;
 mod consumer_batching;
 mod demo;
