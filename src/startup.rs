@@ -80,6 +80,13 @@ impl Application {
     /// subscribes, and binds the admin server. Must run inside an actix system.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
         settings.validate()?;
+        // The admin's TLS files are read now: a wrong one stops the start, naming its key.
+        let admin_tls = settings
+            .admin
+            .tls
+            .as_ref()
+            .map(admin::tls::AdminTls::load)
+            .transpose()?;
         // librdkafka checks every property name and value; do it before touching anything.
         let host = hostname();
         let client_id = format!("history-consumer-{host}-{}", std::process::id());
@@ -183,13 +190,14 @@ impl Application {
                 topic: settings.kafka.topic.clone(),
             },
         };
-        let server = admin::server(listener, metrics_listener, state).map_err(|source| {
-            StartupError::Bind {
+        let server = admin::server(listener, metrics_listener, state, admin_tls.as_ref()).map_err(
+            |source| StartupError::Bind {
                 addr: admin.addr,
                 source,
-            }
-        })?;
-        tracing::info!(%admin_addr, %metrics_addr, group = %settings.kafka.group, topic = %settings.kafka.topic, "service started");
+            },
+        )?;
+        let https = admin_tls.is_some();
+        tracing::info!(%admin_addr, %metrics_addr, https, group = %settings.kafka.group, topic = %settings.kafka.topic, "service started");
         Ok(Application {
             handle: AppHandle {
                 supervisor,

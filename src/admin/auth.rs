@@ -114,8 +114,8 @@ impl Auth {
             anonymous_reads: throttle::anonymous_reads(settings.anonymous_reads_per_sec)
                 .map(|rules| Mutex::new(Throttle::new(rules))),
             cookie: CookieRules {
-                name: cookie_name(instance, settings.secure_cookie),
-                secure: settings.secure_cookie,
+                name: cookie_name(instance, settings.cookie_secure()),
+                secure: settings.cookie_secure(),
                 max_age: settings.session_max,
             },
             metrics,

@@ -11,7 +11,7 @@
 //! (the admin's own connections), [`auth`] (token, CSRF) with [`sessions`] and [`throttle`],
 //! [`error`] (why a request failed, as JSON or as a page),
 //! [`redirect`] (where a sign-in may lead), [`sparkline`] (trend SVG), [`rewind`] (the live
-//! rewind: its confirmation, execution and page).
+//! rewind: its confirmation, execution and page), [`tls`] (HTTPS on both listeners).
 
 pub mod auth;
 pub mod error;
@@ -24,6 +24,7 @@ mod routes;
 pub mod sessions;
 pub mod sparkline;
 pub mod throttle;
+pub mod tls;
 
 use std::net::TcpListener;
 
@@ -71,6 +72,12 @@ pub struct AdminState {
 /// into a flood: the wait holds a timer, not a thread.
 pub const OVER_LIMIT_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// How long the admin servers wait for open connections once the service stops: enough for a
+/// page's queries (each ends within --admin-statement-timeout), and short, because a browser's
+/// idle HTTP/2 connection (HTTPS negotiates it) is waited for until this runs out — actix's
+/// default of 30 s held every stop with an admin tab open.
+pub const ADMIN_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The scheduling priority (nice) of the admin server's worker: page loads, anonymous floods
 /// included, yield the CPU to record processing when both want it.
 pub const ADMIN_WORKER_NICE: i32 = 10;
@@ -89,9 +96,10 @@ pub fn renice_this_thread(nice: i32) {
     let _ = nice;
 }
 
-/// Headers on every response of both listeners (a handler's own `Cache-Control` wins).
-fn security_headers() -> DefaultHeaders {
-    DefaultHeaders::new()
+/// Headers on every response of both listeners (a handler's own `Cache-Control` wins), and
+/// `Strict-Transport-Security` on those sent over HTTPS.
+fn security_headers(https: bool) -> DefaultHeaders {
+    let headers = DefaultHeaders::new()
         .add((header::CONTENT_SECURITY_POLICY, CSP))
         .add((header::X_FRAME_OPTIONS, "DENY"))
         .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
@@ -99,7 +107,17 @@ fn security_headers() -> DefaultHeaders {
         // Pages carry CSRF tokens, payloads and peer addresses.
         .add((header::CACHE_CONTROL, "no-store"))
         .add(("cross-origin-opener-policy", "same-origin"))
-        .add(("cross-origin-resource-policy", "same-origin"))
+        .add(("cross-origin-resource-policy", "same-origin"));
+    if https {
+        headers.add((header::STRICT_TRANSPORT_SECURITY, tls::HSTS))
+    } else {
+        headers
+    }
+}
+
+/// A fresh acceptor for one listener; the files were checked as the service started.
+fn acceptor(tls: &tls::AdminTls) -> std::io::Result<openssl::ssl::SslAcceptorBuilder> {
+    tls.acceptor().map_err(std::io::Error::other)
 }
 
 /// The admin server and, with `--metrics-addr`, the metrics server.
@@ -132,12 +150,15 @@ impl ServersHandle {
 }
 
 /// Builds the servers on already bound listeners (port 0 works for tests): the admin UI on
-/// `admin`, `/metrics` and the health endpoints on `metrics`, or on `admin` when there is none.
+/// `admin`, `/metrics` and the health endpoints on `metrics`, or on `admin` when there is none;
+/// both over HTTPS with `tls`.
 pub fn server(
     admin: TcpListener,
     metrics: Option<TcpListener>,
     state: AdminState,
+    tls: Option<&tls::AdminTls>,
 ) -> std::io::Result<Servers> {
+    let https = tls.is_some();
     let state = web::Data::new(state);
     let shared = metrics.is_none();
     let admin_state = state.clone();
@@ -154,12 +175,16 @@ pub fn server(
                 routes::configure_admin(config);
             })
             .wrap(from_fn(routes::read_gate))
-            .wrap(security_headers())
+            .wrap(security_headers(https))
     })
     .workers(1)
+    .shutdown_timeout(ADMIN_SHUTDOWN_GRACE.as_secs())
     // Signals belong to the application: it leaves the Kafka group before stopping.
-    .disable_signals()
-    .listen(admin)?
+    .disable_signals();
+    let admin_server = match tls {
+        Some(tls) => admin_server.listen_openssl(admin, acceptor(tls)?)?,
+        None => admin_server.listen(admin)?,
+    }
     .run();
     let mut servers = vec![admin_server];
     if let Some(listener) = metrics {
@@ -167,11 +192,15 @@ pub fn server(
             App::new()
                 .app_data(state.clone())
                 .configure(routes::configure_metrics)
-                .wrap(security_headers())
+                .wrap(security_headers(https))
         })
         .workers(1)
-        .disable_signals()
-        .listen(listener)?
+        .shutdown_timeout(ADMIN_SHUTDOWN_GRACE.as_secs())
+        .disable_signals();
+        let metrics_server = match tls {
+            Some(tls) => metrics_server.listen_openssl(listener, acceptor(tls)?)?,
+            None => metrics_server.listen(listener)?,
+        }
         .run();
         servers.push(metrics_server);
     }

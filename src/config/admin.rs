@@ -40,9 +40,17 @@ pub struct AdminArgs {
     #[arg(long = key::ADMIN_READ_AUTH.long, env = key::ADMIN_READ_AUTH.env)]
     pub admin_read_auth: bool,
     /// Mark the session cookie `Secure` (with the `__Host-` prefix): only for an admin UI served
-    /// over HTTPS, e.g. behind a TLS-terminating proxy.
+    /// over HTTPS, e.g. behind a TLS-terminating proxy. Implied by --admin-tls-cert.
     #[arg(long = key::ADMIN_SECURE_COOKIE.long, env = key::ADMIN_SECURE_COOKIE.env)]
     pub admin_secure_cookie: bool,
+    /// Serve the admin UI, and /metrics with the health endpoints (on --metrics-addr too), over
+    /// HTTPS with this certificate chain: a PEM file, the server's certificate first. Needs
+    /// --admin-tls-key.
+    #[arg(long = key::ADMIN_TLS_CERT.long, env = key::ADMIN_TLS_CERT.env, value_name = "PATH")]
+    pub admin_tls_cert: Option<PathBuf>,
+    /// The private key of --admin-tls-cert: an unencrypted PEM file.
+    #[arg(long = key::ADMIN_TLS_KEY.long, env = key::ADMIN_TLS_KEY.env, value_name = "PATH")]
+    pub admin_tls_key: Option<PathBuf>,
     /// A session not used for this long ends.
     #[arg(long = key::ADMIN_SESSION_IDLE.long, env = key::ADMIN_SESSION_IDLE.env,
           default_value = defaults::ADMIN_SESSION_IDLE, value_parser = parse_duration)]
@@ -67,6 +75,14 @@ pub struct AdminArgs {
     pub admin_anonymous_reads_per_sec: u32,
 }
 
+/// The certificate chain and private key files of the admin listeners, both given. They are read
+/// and checked as the service starts ([`crate::admin::tls`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
 /// The admin surface, checked.
 #[derive(Debug, Clone)]
 pub struct AdminSettings {
@@ -76,6 +92,8 @@ pub struct AdminSettings {
     pub token: Option<Secret>,
     pub read_auth: bool,
     pub secure_cookie: bool,
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsFiles>,
     pub session_idle: Duration,
     pub session_max: Duration,
     pub db_pool_size: usize,
@@ -95,6 +113,7 @@ impl Default for AdminSettings {
             token: None,
             read_auth: false,
             secure_cookie: false,
+            tls: None,
             session_idle: defaults::duration(defaults::ADMIN_SESSION_IDLE),
             session_max: defaults::duration(defaults::ADMIN_SESSION_MAX),
             db_pool_size: defaults::ADMIN_DB_POOL_SIZE,
@@ -128,12 +147,14 @@ impl AdminSettings {
                 key::ADMIN_TOKEN_FILE
             );
         }
+        let tls = tls_files(args.admin_tls_cert.clone(), args.admin_tls_key.clone())?;
         let settings = AdminSettings {
             addr: args.admin_addr,
             metrics_addr: args.metrics_addr,
             token,
             read_auth: args.admin_read_auth,
             secure_cookie: args.admin_secure_cookie,
+            tls,
             session_idle: args.admin_session_idle,
             session_max: args.admin_session_max,
             db_pool_size: args.admin_db_pool_size,
@@ -149,6 +170,12 @@ impl AdminSettings {
     pub fn separate_metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
             .filter(|addr| *addr != self.addr || addr.port() == 0)
+    }
+
+    /// Whether the session cookie is `Secure`: asked for, or the admin is served over HTTPS
+    /// (where a cookie without it would be needlessly sent over plain HTTP to the same host).
+    pub fn cookie_secure(&self) -> bool {
+        self.secure_cookie || self.tls.is_some()
     }
 
     /// Checks that name the key to fix.
@@ -196,6 +223,25 @@ impl AdminSettings {
             ));
         }
         Ok(())
+    }
+}
+
+/// Both TLS files or neither; with one, the error names the missing one.
+fn tls_files(
+    cert_path: Option<PathBuf>,
+    key_path: Option<PathBuf>,
+) -> Result<Option<TlsFiles>, ConfigError> {
+    match (cert_path, key_path) {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key })),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ConfigError::at(
+            key::ADMIN_TLS_KEY,
+            format!("missing: {} needs its private key", key::ADMIN_TLS_CERT),
+        )),
+        (None, Some(_)) => Err(ConfigError::at(
+            key::ADMIN_TLS_CERT,
+            format!("missing: {} needs its certificate", key::ADMIN_TLS_KEY),
+        )),
     }
 }
 
@@ -259,6 +305,38 @@ mod tests {
         assert_eq!(token.expose(), "0123456789abcdef0123");
         let missing = read_token_file(std::path::Path::new("/nonexistent/token")).unwrap_err();
         assert!(missing.key.contains("--admin-token-file"), "{missing}");
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct AdminCommand {
+        #[command(flatten)]
+        admin: AdminArgs,
+    }
+
+    fn admin_args(extra: &[&str]) -> Result<AdminSettings, ConfigError> {
+        let argv = std::iter::once("admin").chain(extra.iter().copied());
+        let parsed = <AdminCommand as clap::Parser>::try_parse_from(argv).expect("flags parse");
+        AdminSettings::from_args(parsed.admin)
+    }
+
+    #[test]
+    fn tls_needs_both_files_and_names_the_missing_one() {
+        let none = admin_args(&[]).unwrap();
+        assert_eq!(none.tls, None);
+        assert!(!none.cookie_secure());
+        let both = admin_args(&["--admin-tls-cert", "a.crt", "--admin-tls-key", "a.key"]).unwrap();
+        assert_eq!(
+            both.tls,
+            Some(TlsFiles {
+                cert: "a.crt".into(),
+                key: "a.key".into()
+            })
+        );
+        assert!(both.cookie_secure(), "https makes the cookie Secure");
+        let no_key = admin_args(&["--admin-tls-cert", "a.crt"]).unwrap_err();
+        assert_eq!(no_key.key, key::ADMIN_TLS_KEY.to_string(), "{no_key}");
+        let no_cert = admin_args(&["--admin-tls-key", "a.key"]).unwrap_err();
+        assert_eq!(no_cert.key, key::ADMIN_TLS_CERT.to_string(), "{no_cert}");
     }
 
     #[test]

@@ -4,8 +4,10 @@
 
 mod admin;
 mod admin_security;
+mod admin_tls;
 mod bench;
 mod browser;
+mod codecs;
 mod consumer;
 mod consumer_batching;
 mod demo;

@@ -1,8 +1,11 @@
 //! HTTP requests for tests, one connection each (reqwest, no redirects followed, no cookie jar):
-//! pages, JSON, forms, cookies and headers exactly as a test writes them.
+//! pages, JSON, forms, cookies and headers exactly as a test writes them; over HTTPS with a
+//! client that trusts only the test's own certificate authority (reqwest's native-tls backend:
+//! the system's OpenSSL, as the service).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
 
 /// A response: status, headers (lower-case names; repeated ones joined with "\n") and body.
 #[derive(Debug)]
@@ -59,6 +62,54 @@ pub async fn post_form(addr: &str, path: &str, cookie: Option<&str>, form: &str)
     request(addr, "POST", path, &headers, form).await
 }
 
+/// A client that trusts the certificate authority in `ca` (a PEM file) and no other, and
+/// speaks HTTPS only.
+pub fn tls_client(ca: &Path) -> reqwest::Client {
+    let pem = std::fs::read(ca).unwrap_or_else(|e| panic!("{}: {e}", ca.display()));
+    let authority = reqwest::Certificate::from_pem(&pem).expect("a PEM certificate");
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
+        .tls_certs_only([authority])
+        .https_only(true)
+        .build()
+        .expect("an HTTPS client")
+}
+
+/// Sends one request to `url` with `client`: the response, or why none came.
+pub async fn try_send(
+    client: &reqwest::Client,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Response, reqwest::Error> {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+    let mut request = client.request(method, url).body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await?;
+    let status = response.status().as_u16();
+    let mut joined: HashMap<String, String> = HashMap::new();
+    for (name, value) in response.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        joined
+            .entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push('\n');
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    let body = response.text().await.unwrap_or_default();
+    Ok(Response {
+        status,
+        headers: joined,
+        body,
+    })
+}
+
 async fn send(
     from: Option<Ipv4Addr>,
     addr: &str,
@@ -73,33 +124,13 @@ async fn send(
         .local_address(from.map(IpAddr::V4))
         .build()
         .expect("an HTTP client");
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("an HTTP method");
-    let mut request = client
-        .request(method, format!("http://{addr}{path}"))
-        .body(body.to_owned());
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{path} on {addr}: {e}"));
-    let status = response.status().as_u16();
-    let mut joined: HashMap<String, String> = HashMap::new();
-    for (name, value) in response.headers() {
-        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        joined
-            .entry(name.as_str().to_owned())
-            .and_modify(|v| {
-                v.push('\n');
-                v.push_str(&value);
-            })
-            .or_insert(value);
-    }
-    let body = response.text().await.unwrap_or_default();
-    Response {
-        status,
-        headers: joined,
+    try_send(
+        &client,
+        method,
+        &format!("http://{addr}{path}"),
+        headers,
         body,
-    }
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{path} on {addr}: {e}"))
 }

@@ -22,6 +22,11 @@ pub struct Browser {
 
 impl Browser {
     pub async fn start() -> Browser {
+        Browser::start_with(&[]).await
+    }
+
+    /// A browser with `extra` command-line switches beside ours.
+    pub async fn start_with(extra: &[String]) -> Browser {
         let port = free_port();
         // A process group of its own: chromedriver and the browser it starts go together.
         let driver = Command::new("chromedriver")
@@ -42,15 +47,21 @@ impl Browser {
         )
         .await;
         let profile = tempfile::tempdir().unwrap();
-        let options = json!({
-            "binary": "/usr/bin/chromium",
-            "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1500,900",
-                format!("--user-data-dir={}", profile.path().display()),
-            ]
-        });
+        let mut args = vec![
+            json!("--headless=new"),
+            json!("--no-sandbox"),
+            json!("--disable-gpu"),
+            json!("--disable-dev-shm-usage"),
+            json!("--disable-quic"),
+            json!("--no-first-run"),
+            json!("--disable-background-networking"),
+            json!("--disable-component-update"),
+            json!("--disable-sync"),
+            json!("--window-size=1500,900"),
+            json!(format!("--user-data-dir={}", profile.path().display())),
+        ];
+        args.extend(extra.iter().map(|arg| json!(arg)));
+        let options = json!({ "binary": "/usr/bin/chromium", "args": args });
         let mut capabilities = serde_json::Map::new();
         capabilities.insert("browserName".into(), json!("chrome"));
         capabilities.insert("goog:chromeOptions".into(), options);
