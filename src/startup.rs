@@ -19,7 +19,9 @@ use crate::admin::auth::Auth;
 use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
 use crate::db::{self, DbError};
+use crate::domain::ConnectionHealth;
 use crate::kafka::client::Prefetch;
+use crate::kafka::health::{HealthReporter, identity_of};
 use crate::kafka::reader::ReaderConfig;
 use crate::kafka::{DriverPorts, DriverSettings, KafkaContext, consumer_config, spawn_driver};
 use crate::metrics::Metrics;
@@ -132,14 +134,16 @@ impl Application {
         )
         .start();
 
+        let connection = Arc::new(ConnectionHealth::new());
         let context = KafkaContext::new(
             settings.kafka.topic.clone(),
             supervisor.clone().recipient(),
             metrics.clone(),
+            HealthReporter::new(connection.clone(), &kafka_config, metrics.clone()),
         );
         let consumer: BaseConsumer<KafkaContext> = kafka_config
             .create_with_context(context)
-            .map_err(kafka_config_error)?;
+            .map_err(|e| kafka_creation_error(e, &identity_of(&kafka_config)))?;
         consumer
             .subscribe(&[&settings.kafka.topic])
             .map_err(|e| ConfigError::new("--topic / HISTORY_KAFKA_TOPIC", e.to_string()))?;
@@ -163,10 +167,17 @@ impl Application {
             }
             None => (None, admin_addr),
         };
-        let monitor = Monitor::new(supervisor.clone(), metrics.clone(), runtime.stuck).start();
+        let monitor = Monitor::new(
+            supervisor.clone(),
+            metrics.clone(),
+            runtime.stuck,
+            connection.clone(),
+        )
+        .start();
         let state = AdminState {
             supervisor: supervisor.clone(),
             monitor,
+            connection,
             pool: pool.clone(),
             pages_pool: admin::pool::pool(settings.database_url.expose(), admin)?,
             metrics: metrics.clone(),
@@ -276,6 +287,23 @@ fn kafka_config_error(error: rdkafka::error::KafkaError) -> ConfigError {
             format!("{value:?} rejected by librdkafka: {message}"),
         ),
         _ => ConfigError::new("--kafka-option", error.to_string()),
+    }
+}
+
+/// A client librdkafka could not create: a TLS file it cannot read is named with what to fix.
+fn kafka_creation_error(
+    error: rdkafka::error::KafkaError,
+    identity: &crate::domain::ClientIdentity,
+) -> ConfigError {
+    let rdkafka::error::KafkaError::ClientCreation(text) = &error else {
+        return kafka_config_error(error);
+    };
+    match crate::domain::connection::classify_creation(text, identity) {
+        Some(cause) => ConfigError::new(
+            "--kafka-option",
+            format!("{} ({})", cause.message(), cause.detail),
+        ),
+        None => kafka_config_error(error),
     }
 }
 

@@ -214,6 +214,12 @@ pub fn classify(
     ))
 }
 
+/// Whether an error of this code is about the connection whatever its text (the consumer's
+/// poll hands back, without their text, the errors already passed to the context).
+pub fn is_connection_error(code: RDKafkaErrorCode) -> bool {
+    problem_of(code, "").is_some()
+}
+
 /// Classifies the error librdkafka gives when it cannot create the client (files named by
 /// `ssl.*` settings that cannot be read); `None` for other errors.
 pub fn classify_creation(reason: &str, identity: &ClientIdentity) -> Option<ConnectionCause> {
@@ -767,6 +773,21 @@ mod tests {
         let all = cause(Code::AllBrokersDown, "1/1 brokers are down");
         assert_eq!(all.problem, Problem::AllBrokersDown);
         assert_eq!(all.broker, None);
+    }
+
+    #[test]
+    fn connection_error_codes_are_known_without_their_text() {
+        for code in [
+            Code::Authentication,
+            Code::SSL,
+            Code::BrokerTransportFailure,
+            Code::Resolve,
+            Code::AllBrokersDown,
+        ] {
+            assert!(is_connection_error(code), "{code:?}");
+        }
+        assert!(!is_connection_error(Code::OffsetOutOfRange));
+        assert!(!is_connection_error(Code::TopicAuthorizationFailed));
     }
 
     #[test]
