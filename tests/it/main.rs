@@ -13,6 +13,7 @@ mod deploy;
 mod fetch;
 mod inbox;
 mod inbox_batch;
+mod kafka_tls;
 mod layout;
 mod live_rewind;
 mod migrations;

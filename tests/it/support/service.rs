@@ -20,12 +20,23 @@ pub struct ServiceProcess {
 impl ServiceProcess {
     /// Starts a member on the test's thread; it dies with that thread at the latest.
     pub fn spawn(db: &TestDb, kafka: &TestKafka, group: &str) -> ServiceProcess {
+        ServiceProcess::spawn_with(db, kafka, group, &kafka.options)
+    }
+
+    /// The same, with `options` (`--kafka-option`s) instead of the broker's own (a wrong
+    /// certificate authority, say).
+    pub fn spawn_with(
+        db: &TestDb,
+        kafka: &TestKafka,
+        group: &str,
+        options: &[(String, String)],
+    ) -> ServiceProcess {
         let admin = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-consumer")));
         let file = std::fs::File::create(&log).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
         killed_when_the_spawning_thread_ends(&mut command);
-        let child = command
+        command
             .args([
                 "run",
                 "--brokers",
@@ -38,7 +49,11 @@ impl ServiceProcess {
             .args(["--database-url", &db.url, "--admin-addr", &admin])
             .args(["--kafka-option", "session.timeout.ms=6000"])
             .args(["--kafka-option", "heartbeat.interval.ms=500"])
-            .args(["--commit-interval", "100ms", "--drain-timeout", "3s"])
+            .args(["--commit-interval", "100ms", "--drain-timeout", "3s"]);
+        for (key, value) in options {
+            command.args(["--kafka-option", &format!("{key}={value}")]);
+        }
+        let child = command
             .env("HISTORY_LOG", "info")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
