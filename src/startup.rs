@@ -81,6 +81,17 @@ impl Application {
     /// Connects to the database (applying migrations), creates the actors and the consumer,
     /// subscribes, and binds the admin server. Must run inside an actix system.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
+        let built = Application::assemble(settings).await;
+        if built.is_err() {
+            // Actors started before the failure have not run yet. Left so, the runtime's
+            // shutdown would start them outside it (actix runs an actor once as it drops it)
+            // and their timers would panic, burying this error: let them start now.
+            tokio::task::yield_now().await;
+        }
+        built
+    }
+
+    async fn assemble(settings: Settings) -> Result<Application, StartupError> {
         settings.validate()?;
         // librdkafka checks every property name and value; do it before touching anything.
         let host = hostname();

@@ -87,6 +87,8 @@ pub enum Problem {
     NotTls,
     /// The listener closed the connection at the first request: it expects TLS or SASL.
     TlsOrSaslExpected,
+    /// The listener never answered the TLS handshake: it may not speak TLS.
+    TlsHandshakeUnanswered,
     /// The TLS handshake failed otherwise.
     TlsFailed,
     /// The broker's host name does not resolve.
@@ -118,6 +120,7 @@ impl Problem {
             | AuthorityUnreadable
             | NotTls
             | TlsOrSaslExpected
+            | TlsHandshakeUnanswered
             | TlsFailed => CauseKind::Tls,
             HostNotFound | Unreachable | AllBrokersDown => CauseKind::Unreachable,
         }
@@ -129,7 +132,10 @@ impl Problem {
     pub fn specificity(self) -> u8 {
         match self {
             Problem::HostNotFound | Problem::Unreachable | Problem::AllBrokersDown => 0,
-            Problem::CertificateRefused | Problem::TlsFailed | Problem::TlsOrSaslExpected => 1,
+            Problem::CertificateRefused
+            | Problem::TlsFailed
+            | Problem::TlsOrSaslExpected
+            | Problem::TlsHandshakeUnanswered => 1,
             _ => 2,
         }
     }
@@ -322,8 +328,18 @@ fn problem_of(code: RDKafkaErrorCode, reason: &str) -> Option<Problem> {
     {
         return Some(Problem::NotTls);
     }
-    if has("connecting to a ssl listener") || has("broker might require sasl authentication") {
+    // A plaintext client dropped at its first request; librdkafka says so as a hint, or only
+    // logs the disconnect (at info level, as a reset).
+    if has("connecting to a ssl listener")
+        || has("broker might require sasl authentication")
+        || (has("in state apiversion_query") && has("disconnected"))
+    {
         return Some(Problem::TlsOrSaslExpected);
+    }
+    // Logged at warning level after socket.connection.setup.timeout.ms (30 s): a plaintext
+    // listener waits for the rest of what it takes for a request.
+    if has("timed out in state ssl_handshake") {
+        return Some(Problem::TlsHandshakeUnanswered);
     }
     if code == Code::SSL || has("ssl handshake failed") || has("ssl transport error") {
         return Some(Problem::TlsFailed);
@@ -386,6 +402,14 @@ pub fn broker_of(reason: &str) -> Option<BrokerAddress> {
         host: host.to_owned(),
         port,
     })
+}
+
+/// A librdkafka log line without the thread it names first (`[thrd:main]: ...`), as its
+/// errors read.
+pub fn without_thread(line: &str) -> &str {
+    line.strip_prefix("[thrd:")
+        .and_then(|rest| rest.split_once("]: "))
+        .map_or(line, |(_, message)| message)
 }
 
 /// The mechanisms a broker offers, from "... broker's supported mechanisms: PLAIN,SCRAM-SHA-256".
@@ -483,6 +507,11 @@ fn describe(
                 .to_owned(),
             "check security.protocol".to_owned(),
         ),
+        Problem::TlsHandshakeUnanswered => (
+            "the broker did not answer the TLS handshake: the listener may not speak TLS"
+                .to_owned(),
+            "check security.protocol and the broker addresses (--brokers)".to_owned(),
+        ),
         Problem::TlsFailed => (
             "the TLS handshake with the broker failed".to_owned(),
             format!("check security.protocol and {ca}"),
@@ -498,7 +527,8 @@ fn describe(
         ),
         Problem::AllBrokersDown => (
             "no broker can be reached".to_owned(),
-            "check the broker addresses (--brokers), that the brokers run, and the network"
+            "check the broker addresses (--brokers), that the brokers run, the network, and \
+             security.protocol (a listener drops clients that do not speak its protocol)"
                 .to_owned(),
         ),
     };
@@ -658,6 +688,55 @@ mod tests {
     }
 
     #[test]
+    fn the_texts_measured_against_stunnel_are_classified_as_in_the_sources() {
+        // librdkafka 2.12 with OpenSSL 3.0 at log level debug (the binary's default filter
+        // makes rust-rdkafka raise librdkafka's log_level, which adds OpenSSL's file:line).
+        let handshake = cause(
+            Code::SSL,
+            "ssl://127.0.0.1:45795/bootstrap: SSL handshake failed: \
+             ../ssl/statem/statem_clnt.c:1889:tls_post_process_server_certificate \
+             error:0A000086:SSL routines::certificate verify failed: broker certificate could \
+             not be verified, verify that ssl.ca.location is correctly configured or root CA \
+             certificates are installed (install ca-certificates package) (after 1ms in state \
+             SSL_HANDSHAKE)",
+        );
+        assert_eq!(handshake.problem, Problem::CertificateRefused);
+        // The same failure seen on the socket's write: a transport error without the prefix.
+        let transport = cause(
+            Code::BrokerTransportFailure,
+            "ssl://127.0.0.1:39083/bootstrap: \
+             ../ssl/statem/statem_clnt.c:1889:tls_post_process_server_certificate \
+             error:0A000086:SSL routines::certificate verify failed (after 3ms in state \
+             SSL_HANDSHAKE)",
+        );
+        assert_eq!(transport.problem, Problem::CertificateRefused);
+        // TLS 1.3 with stunnel `verify = 2` and no client certificate.
+        let required = cause(
+            Code::BrokerTransportFailure,
+            "ssl://127.0.0.1:37385/bootstrap: Receive failed: \
+             ../ssl/record/rec_layer_s3.c:1602:ssl3_read_bytes error:0A00045C:SSL \
+             routines::tlsv13 alert certificate required: SSL alert number 116 (after 0ms in \
+             state APIVERSION_QUERY)",
+        );
+        assert_eq!(required.problem, Problem::ClientCertificateRefused);
+        // A plaintext client at a TLS listener: only logged, at info level.
+        let plain = cause(
+            Code::BrokerTransportFailure,
+            "127.0.0.1:45795/bootstrap: Disconnected: connection reset by peer (after 14ms in \
+             state APIVERSION_QUERY)",
+        );
+        assert_eq!(plain.problem, Problem::TlsOrSaslExpected);
+        // A TLS client at a plaintext listener: logged at warning level after 30 s.
+        let unanswered = cause(
+            Code::BrokerTransportFailure,
+            "ssl://127.0.0.1:9092/bootstrap: Connection setup timed out in state SSL_HANDSHAKE \
+             (after 30027ms in state SSL_HANDSHAKE)",
+        );
+        assert_eq!(unanswered.problem, Problem::TlsHandshakeUnanswered);
+        assert!(unanswered.fix.contains("security.protocol"));
+    }
+
+    #[test]
     fn openssl_verify_errors_map_to_what_an_operator_fixes() {
         assert_eq!(verdict_of_x509_error(0), None);
         assert_eq!(verdict_of_x509_error(62), Some(Problem::HostNameMismatch));
@@ -711,8 +790,9 @@ mod tests {
     #[test]
     fn files_librdkafka_cannot_read_at_start_name_their_setting() {
         let identity = ClientIdentity::default();
+        // As measured: a key file that does not exist.
         let key = classify_creation(
-            "ssl.key.location failed: error:80000002:system library::No such file or directory",
+            "ssl.key.location failed: error:0A080002:SSL routines::system lib",
             &identity,
         )
         .unwrap();
@@ -833,6 +913,17 @@ mod tests {
             at("::1", 9093)
         );
         assert_eq!(broker_of("1/1 brokers are down"), None);
+        assert_eq!(
+            broker_of(without_thread(
+                "[thrd:127.0.0.1:39305/bootstrap]: 127.0.0.1:39305/bootstrap: Disconnected: \
+                 connection reset by peer (after 16ms in state APIVERSION_QUERY)"
+            )),
+            at("127.0.0.1", 39305)
+        );
+        assert_eq!(
+            without_thread("1/1 brokers are down"),
+            "1/1 brokers are down"
+        );
         assert_eq!(
             BrokerAddress {
                 host: "::1".into(),

@@ -130,6 +130,17 @@ impl ClientContext for KafkaContext {
 
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
         use rdkafka::config::RDKafkaLogLevel::*;
+        // A broker failure logged as an error is also an error event, with the same text,
+        // which `error` reports (a connection failure once per change of the connection's
+        // health): logged here too it would repeat at every retry.
+        let level = match (fac, level) {
+            ("FAIL", Emerg | Alert | Critical | Error) => Debug,
+            ("FAIL", Warning | Notice | Info) => {
+                self.health.logged_failure(message);
+                level
+            }
+            _ => level,
+        };
         match level {
             Emerg | Alert | Critical | Error => {
                 tracing::error!(target: "librdkafka", fac, "{message}")

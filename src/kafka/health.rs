@@ -13,7 +13,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::statistics::Statistics;
 
 use super::tls_probe::{self, Trust};
-use crate::domain::connection::{self, ClientIdentity, Problem, verdict_of_x509_error};
+use crate::domain::connection::{self, CauseKind, ClientIdentity, Problem, verdict_of_x509_error};
 use crate::domain::connection_health::{Change, ConnectionHealth};
 use crate::metrics::Metrics;
 
@@ -77,25 +77,54 @@ impl HealthReporter {
         let Some(cause) = connection::classify(code, reason, &self.identity) else {
             return false;
         };
-        self.metrics.observe_kafka_connection_error(cause.kind);
+        // "All brokers down" sums up the errors of the brokers, and librdkafka 2.12 repeats it
+        // at every re-bootstrap (about 20 a second while no broker accepts us): it is not
+        // counted as one more error of a connection.
+        if cause.problem != Problem::AllBrokersDown {
+            self.metrics.observe_kafka_connection_error(cause.kind);
+        }
         tracing::debug!(
             cause = cause.kind.as_str(),
+            code = ?code,
             reason,
             "kafka connection error"
         );
-        let probe = cause.problem == Problem::CertificateRefused;
         let broker = cause.broker.clone();
-        let change = self.health.error(cause, chrono::Utc::now());
-        let changed = change.is_some();
-        if let Some(change) = change {
-            report(&self.metrics, &change);
-        }
-        if probe && changed {
-            if let Some(broker) = broker {
-                self.probe(broker);
+        let Some(change) = self.health.error(cause, chrono::Utc::now()) else {
+            return true;
+        };
+        let refused = match &change {
+            Change::Failing(failing) | Change::CauseChanged { to: failing, .. } => {
+                failing.cause.problem == Problem::CertificateRefused
             }
+            Change::Recovered(_) => false,
+        };
+        match (refused, broker) {
+            (true, Some(broker)) => self.probe(broker, change),
+            _ => report(&self.metrics, &change),
         }
         true
+    }
+
+    /// A broker failure librdkafka only logged (below error level, so without an error
+    /// event): only a TLS or SASL mismatch it reveals is taken (a plaintext client dropped at
+    /// its first request, a TLS handshake never answered); plain disconnects are left to the
+    /// errors that follow them.
+    pub fn logged_failure(&self, message: &str) {
+        let Some(cause) = connection::classify(
+            RDKafkaErrorCode::BrokerTransportFailure,
+            connection::without_thread(message),
+            &self.identity,
+        ) else {
+            return;
+        };
+        if cause.kind == CauseKind::Unreachable {
+            return;
+        }
+        self.metrics.observe_kafka_connection_error(cause.kind);
+        if let Some(change) = self.health.error(cause, chrono::Utc::now()) {
+            report(&self.metrics, &change);
+        }
     }
 
     /// librdkafka's statistics (once a second).
@@ -114,13 +143,21 @@ impl HealthReporter {
     }
 
     /// Asks the broker's certificate why it was refused, off the driver thread, one handshake
-    /// at a time.
-    fn probe(&self, broker: connection::BrokerAddress) {
+    /// at a time, and reports `change` (which made the cause a refused certificate). A failure
+    /// that starts is reported once, with the reason when the handshake tells it.
+    fn probe(&self, broker: connection::BrokerAddress, change: Change) {
         let Some(trust) = self.trust.clone() else {
-            return;
+            return report(&self.metrics, &change);
         };
         if self.probing.swap(true, Ordering::AcqRel) {
-            return;
+            return report(&self.metrics, &change);
+        }
+        // The gauge at once; the log line may wait for the handshake.
+        if let Change::Failing(failing) = &change {
+            self.metrics
+                .set_kafka_connection_failing(Some(failing.cause.kind));
+        } else {
+            report(&self.metrics, &change);
         }
         let (health, identity, metrics, probing) = (
             self.health.clone(),
@@ -128,28 +165,49 @@ impl HealthReporter {
             self.metrics.clone(),
             self.probing.clone(),
         );
+        let deferred = change.clone();
         let spawned = std::thread::Builder::new()
             .name("kafka-tls-probe".into())
             .spawn(move || {
-                match tls_probe::verify_result(&broker, &trust, PROBE_TIMEOUT) {
+                let problem = match tls_probe::verify_result(&broker, &trust, PROBE_TIMEOUT) {
                     Ok(code) => {
                         tracing::debug!(broker = %broker, verify_result = code, "broker certificate probed");
-                        if let Some(change) = verdict_of_x509_error(code)
-                            .and_then(|problem| health.refine(problem, &identity))
-                        {
-                            report(&metrics, &change);
+                        verdict_of_x509_error(code)
+                    }
+                    Err(error) => {
+                        tracing::debug!(
+                            broker = %broker,
+                            error = %crate::error_text::Chain(&error),
+                            "broker certificate not probed"
+                        );
+                        None
+                    }
+                };
+                let refined = problem.and_then(|problem| health.refine(problem, &identity));
+                match (change, refined) {
+                    (Change::Failing(_), Some(Change::CauseChanged { to, .. })) => {
+                        report(&metrics, &Change::Failing(to))
+                    }
+                    (Change::Failing(failing), _) => {
+                        // Unless it recovered meanwhile (its info line is out already).
+                        let still = health
+                            .status()
+                            .failing
+                            .is_some_and(|now| now.since == failing.since);
+                        if still {
+                            report(&metrics, &Change::Failing(failing));
                         }
                     }
-                    Err(error) => tracing::debug!(
-                        broker = %broker,
-                        error = %crate::error_text::Chain(&error),
-                        "broker certificate not probed"
-                    ),
+                    (_, Some(refined)) => report(&metrics, &refined),
+                    (_, None) => {}
                 }
                 probing.store(false, Ordering::Release);
             });
         if spawned.is_err() {
             self.probing.store(false, Ordering::Release);
+            if matches!(deferred, Change::Failing(_)) {
+                report(&self.metrics, &deferred);
+            }
         }
     }
 }

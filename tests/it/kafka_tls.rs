@@ -216,3 +216,27 @@ async fn a_broker_that_wants_a_client_certificate_is_said_to_refuse_the_client()
     nothing_stored_nor_committed(&db, &kafka, &group).await;
     app.shutdown().await;
 }
+
+#[actix_web::test]
+async fn a_client_key_that_cannot_be_read_stops_the_service_at_start_naming_the_setting() {
+    let tls = tls_kafka::server();
+    let kafka = tls.topic(1).await;
+    let db = test_database().await;
+    let mut options = tls.options();
+    options.push((
+        "ssl.certificate.location".into(),
+        tls.server.cert.display().to_string(),
+    ));
+    options.push(("ssl.key.location".into(), "/nonexistent/client.key".into()));
+    let mut service = ServiceProcess::spawn_with(&db, &kafka, &unique_name("group"), &options);
+    assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(1));
+    let log = std::fs::read_to_string(&service.log).unwrap();
+    assert!(
+        log.contains(
+            "Error: invalid configuration: --kafka-option: the client's private key could not \
+             be read: check ssl.key.location"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+}
