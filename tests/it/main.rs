@@ -20,6 +20,7 @@ mod migrations;
 mod poison;
 mod process;
 mod produce;
+mod readiness;
 mod recovery;
 mod rejections;
 mod remedies;
