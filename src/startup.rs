@@ -311,7 +311,10 @@ fn kafka_creation_error(
     };
     match crate::domain::connection::classify_creation(text, identity) {
         Some(cause) => ConfigError::new(
-            "--kafka-option",
+            cause.problem.unreadable_file().map_or_else(
+                || "kafka properties".to_owned(),
+                |property| format!("kafka property {property}"),
+            ),
             format!("{} ({})", cause.message(), cause.detail),
         ),
         None => kafka_config_error(error),

@@ -126,6 +126,17 @@ impl Problem {
         }
     }
 
+    /// The librdkafka property of a file it could not read, for a client that cannot be
+    /// created.
+    pub fn unreadable_file(self) -> Option<&'static str> {
+        match self {
+            Problem::KeyUnreadable => Some("ssl.key.location"),
+            Problem::ClientCertificateUnreadable => Some("ssl.certificate.location"),
+            Problem::AuthorityUnreadable => Some("ssl.ca.location"),
+            _ => None,
+        }
+    }
+
     /// How much this problem says: while the connection fails, a cause is replaced only by one
     /// that says more (a refused certificate's reason, a refusal after "all brokers down"), so
     /// that librdkafka's retries against several brokers do not make it flap.
@@ -191,8 +202,27 @@ impl ConnectionCause {
     }
 }
 
-/// The service's flags for librdkafka properties that have one; a message names both.
-const FLAGS: &[(&str, &str)] = &[("ssl.ca.location", "--kafka-ssl-ca-file")];
+/// The service's flags for librdkafka properties that have one (`--kafka-option KEY=VALUE`
+/// sets any); a message names both.
+const FLAGS: &[(&str, &str)] = &[
+    ("security.protocol", "--kafka-security-protocol"),
+    ("sasl.mechanism", "--kafka-sasl-mechanism"),
+    ("sasl.username", "--kafka-sasl-username"),
+    ("sasl.password", "--kafka-sasl-password-file"),
+    ("ssl.ca.location", "--kafka-ssl-ca-file"),
+    ("ssl.certificate.location", "--kafka-ssl-cert-file"),
+    ("ssl.key.location", "--kafka-ssl-key-file"),
+    ("ssl.key.password", "--kafka-ssl-key-password-file"),
+    (
+        "sasl.oauthbearer.token.endpoint.url",
+        "--kafka-oauth-token-url",
+    ),
+    ("sasl.oauthbearer.client.id", "--kafka-oauth-client-id"),
+    (
+        "sasl.oauthbearer.client.secret",
+        "--kafka-oauth-client-secret-file",
+    ),
+];
 
 /// `property`, with its flag when it has one: "ssl.ca.location / --kafka-ssl-ca-file".
 fn setting(property: &str) -> String {
@@ -434,11 +464,31 @@ fn describe(
     let host = broker
         .as_ref()
         .map_or_else(|| "the broker's".to_owned(), |b| format!("\"{}\"", b.host));
-    let ca = setting("ssl.ca.location");
+    let [
+        protocol,
+        mechanism_setting,
+        username,
+        password,
+        ca,
+        certificate,
+        key,
+        key_password,
+    ] = [
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.username",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+    ]
+    .map(setting);
+    let brokers = "the broker addresses (--brokers)";
     let (what, fix) = match problem {
         Problem::InvalidCredentials => (
             format!("the broker refused the credentials of {user} with {mechanism}"),
-            "check sasl.username and sasl.password".to_owned(),
+            format!("check {username} and {password}"),
         ),
         Problem::MechanismRefused => (
             match offered {
@@ -447,23 +497,26 @@ fn describe(
                 ),
                 None => format!("the broker does not accept the SASL mechanism {mechanism}"),
             },
-            "check sasl.mechanism".to_owned(),
+            format!("check {mechanism_setting}"),
         ),
         Problem::TokenUnavailable => (
             "no OAUTHBEARER token could be obtained".to_owned(),
-            "check sasl.oauthbearer.token.endpoint.url, sasl.oauthbearer.client.id and \
-             sasl.oauthbearer.client.secret"
-                .to_owned(),
+            format!(
+                "check {}, {} and {}",
+                setting("sasl.oauthbearer.token.endpoint.url"),
+                setting("sasl.oauthbearer.client.id"),
+                setting("sasl.oauthbearer.client.secret")
+            ),
         ),
         Problem::AuthenticationFailed => (
             format!("SASL authentication of {user} with {mechanism} failed"),
-            "check sasl.mechanism, sasl.username and sasl.password".to_owned(),
+            format!("check {mechanism_setting}, {username} and {password}"),
         ),
         Problem::CertificateRefused => (
             "the broker's certificate was refused: it is not trusted, or not issued for the \
              broker's host name"
                 .to_owned(),
-            format!("check {ca} and the broker addresses (--brokers)"),
+            format!("check {ca} and {brokers}"),
         ),
         Problem::CertificateNotTrusted => (
             "the broker's certificate is not trusted".to_owned(),
@@ -471,11 +524,13 @@ fn describe(
         ),
         Problem::HostNameMismatch => (
             format!(
-                "the broker's certificate is not issued for the host name {host} the service connects to"
+                "the broker's certificate is not issued for the host name {host} the service \
+                 connects to"
             ),
-            "connect to a host name the certificate names (--brokers, and the broker's \
-             advertised listeners), or have the certificate issued for this name"
-                .to_owned(),
+            format!(
+                "connect to a host name the certificate names ({brokers}, and the broker's \
+                 advertised listeners), or have the certificate issued for this name"
+            ),
         ),
         Problem::CertificateExpired => (
             "the broker's certificate has expired or is not valid yet".to_owned(),
@@ -483,15 +538,15 @@ fn describe(
         ),
         Problem::ClientCertificateRefused => (
             "the broker refused the client certificate (or that none was sent)".to_owned(),
-            "check ssl.certificate.location and ssl.key.location".to_owned(),
+            format!("check {certificate} and {key}"),
         ),
         Problem::ClientCertificateUnreadable => (
             "the client certificate could not be read".to_owned(),
-            "check ssl.certificate.location".to_owned(),
+            format!("check {certificate}"),
         ),
         Problem::KeyUnreadable => (
             "the client's private key could not be read".to_owned(),
-            "check ssl.key.location (and ssl.key.password if the key is encrypted)".to_owned(),
+            format!("check {key} (and {key_password} if the key is encrypted)"),
         ),
         Problem::AuthorityUnreadable => (
             "the trusted authorities' certificates could not be read".to_owned(),
@@ -499,37 +554,37 @@ fn describe(
         ),
         Problem::NotTls => (
             "the broker does not speak TLS on this port".to_owned(),
-            "check security.protocol and the broker addresses (--brokers)".to_owned(),
+            format!("check {protocol} and {brokers}"),
         ),
         Problem::TlsOrSaslExpected => (
             "the broker closed the connection at the first request: it may expect TLS or SASL \
              on this port"
                 .to_owned(),
-            "check security.protocol".to_owned(),
+            format!("check {protocol}"),
         ),
         Problem::TlsHandshakeUnanswered => (
             "the broker did not answer the TLS handshake: the listener may not speak TLS"
                 .to_owned(),
-            "check security.protocol and the broker addresses (--brokers)".to_owned(),
+            format!("check {protocol} and {brokers}"),
         ),
         Problem::TlsFailed => (
             "the TLS handshake with the broker failed".to_owned(),
-            format!("check security.protocol and {ca}"),
+            format!("check {protocol} and {ca}"),
         ),
         Problem::HostNotFound => (
             "the broker's host name does not resolve".to_owned(),
-            "check the broker addresses (--brokers) and DNS".to_owned(),
+            format!("check {brokers} and DNS"),
         ),
         Problem::Unreachable => (
             "the broker refused or dropped the connection".to_owned(),
-            "check the broker addresses (--brokers), that the brokers run, and the network"
-                .to_owned(),
+            format!("check {brokers}, that the brokers run, and the network"),
         ),
         Problem::AllBrokersDown => (
             "no broker can be reached".to_owned(),
-            "check the broker addresses (--brokers), that the brokers run, the network, and \
-             security.protocol (a listener drops clients that do not speak its protocol)"
-                .to_owned(),
+            format!(
+                "check {brokers}, that the brokers run, the network, and {protocol} (a \
+                 listener drops clients that do not speak its protocol)"
+            ),
         ),
     };
     ConnectionCause {
@@ -570,7 +625,8 @@ mod tests {
         assert_eq!(
             cause.message(),
             "the broker refused the credentials of user \"history\" with SCRAM-SHA-256: \
-             check sasl.username and sasl.password"
+             check sasl.username / --kafka-sasl-username and sasl.password / \
+             --kafka-sasl-password-file"
         );
         assert_eq!(
             cause.broker,
@@ -631,7 +687,7 @@ mod tests {
         assert_eq!(
             cause.message(),
             "the broker does not accept the SASL mechanism SCRAM-SHA-512 (it offers \
-             PLAIN,SCRAM-SHA-256): check sasl.mechanism"
+             PLAIN,SCRAM-SHA-256): check sasl.mechanism / --kafka-sasl-mechanism"
         );
     }
 
@@ -782,7 +838,8 @@ mod tests {
             assert_eq!(cause.problem, Problem::ClientCertificateRefused, "{reason}");
             assert_eq!(
                 cause.fix,
-                "check ssl.certificate.location and ssl.key.location"
+                "check ssl.certificate.location / --kafka-ssl-cert-file and ssl.key.location / \
+                 --kafka-ssl-key-file"
             );
         }
     }
@@ -804,6 +861,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ca.problem, Problem::AuthorityUnreadable);
+        assert_eq!(ca.problem.unreadable_file(), Some("ssl.ca.location"));
+        assert_eq!(key.problem.unreadable_file(), Some("ssl.key.location"));
         assert!(ca.fix.contains("--kafka-ssl-ca-file"));
         assert_eq!(
             classify_creation("Invalid value for configuration property", &identity),

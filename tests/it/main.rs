@@ -13,7 +13,7 @@ mod deploy;
 mod fetch;
 mod inbox;
 mod inbox_batch;
-mod kafka_tls;
+mod kafka_connection;
 mod layout;
 mod live_rewind;
 mod migrations;

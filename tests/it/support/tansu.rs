@@ -45,11 +45,21 @@ impl TansuServer {
     /// clients to connect to `127.0.0.1:<advertised>` (a TLS front, say) when given, else to
     /// itself.
     pub fn start_advertising(advertised: Option<u16>) -> Result<TansuServer, String> {
-        let binary = find_binary()?;
+        TansuServer::launch(&Launch {
+            binary: find_binary()?,
+            storage: "memory://tansu/",
+            dir: None,
+            authentication: None,
+            advertised,
+        })
+    }
+
+    /// Starts a broker of its own as `launch` says, on a free port, for as long as the test
+    /// process.
+    pub fn launch(launch: &Launch<'_>) -> Result<TansuServer, String> {
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            let port = crate::support::helpers::free_port();
-            match start_on(&binary, port, advertised.unwrap_or(port)) {
+            match start_on(launch, crate::support::helpers::free_port()) {
                 Ok(server) => {
                     clean_up_at_exit(server.process.id(), &server.log);
                     return Ok(server);
@@ -59,7 +69,7 @@ impl TansuServer {
         }
         Err(format!(
             "tansu ({}) did not start:\n{}",
-            binary.display(),
+            launch.binary.display(),
             failures.join("\n")
         ))
     }
@@ -97,9 +107,21 @@ pub async fn create_topic(client: ClientConfig, topic: &str, partitions: i32) {
         .unwrap_or_else(|error| panic!("{error}"));
 }
 
-/// Starts tansu on `port`, advertising `127.0.0.1:<advertised>`, and waits until it answers a
-/// metadata request.
-fn start_on(binary: &Path, port: u16, advertised: u16) -> Result<TansuServer, String> {
+/// How a broker of its own is started.
+pub struct Launch<'a> {
+    pub binary: PathBuf,
+    /// `--storage-engine`: `memory://tansu/`, or `sqlite://<file>` (with a build that has it).
+    pub storage: &'a str,
+    /// The working directory (a sqlite file is always relative to it).
+    pub dir: Option<&'a Path>,
+    /// `--authentication`, and the client properties that pass it (for the readiness check).
+    pub authentication: Option<&'a [(String, String)]>,
+    /// The port it tells clients to connect to, if not its own.
+    pub advertised: Option<u16>,
+}
+
+/// Starts tansu on `port` as `launch` says and waits until it answers a metadata request.
+fn start_on(launch: &Launch<'_>, port: u16) -> Result<TansuServer, String> {
     let log = std::env::temp_dir().join(format!(
         "{}.log",
         crate::support::helpers::unique_name("tansu")
@@ -107,13 +129,20 @@ fn start_on(binary: &Path, port: u16, advertised: u16) -> Result<TansuServer, St
     let file = std::fs::File::create(&log).map_err(|e| format!("creating {log:?}: {e}"))?;
     let address = format!("127.0.0.1:{port}");
     let url = format!("tcp://{address}");
-    let advertised_url = format!("tcp://127.0.0.1:{advertised}");
-    let mut command = Command::new(binary);
+    let advertised_url = format!("tcp://127.0.0.1:{}", launch.advertised.unwrap_or(port));
+    let mut command = Command::new(&launch.binary);
     command
         .arg("broker")
         .args(["--listener-url", &url])
         .args(["--advertised-listener-url", &advertised_url])
-        .args(["--storage-engine", "memory://tansu/"])
+        .args(["--storage-engine", launch.storage]);
+    if launch.authentication.is_some() {
+        command.arg("--authentication");
+    }
+    if let Some(dir) = launch.dir {
+        command.current_dir(dir);
+    }
+    command
         // tansu reads these too; a developer's own settings must not leak into the tests.
         .env_remove("CLUSTER_ID")
         .env_remove("SCHEMA_REGISTRY")
@@ -136,7 +165,7 @@ fn start_on(binary: &Path, port: u16, advertised: u16) -> Result<TansuServer, St
             let _ = child.wait();
             break format!("no metadata answer within {STARTUP_DEADLINE:?}");
         }
-        if answers_metadata(&address) {
+        if answers_metadata(&address, launch.authentication.unwrap_or_default()) {
             return Ok(TansuServer {
                 brokers: address,
                 log,
@@ -149,13 +178,17 @@ fn start_on(binary: &Path, port: u16, advertised: u16) -> Result<TansuServer, St
     Err(format!("{failure} on {url}; its log:\n{text}"))
 }
 
-/// Whether a broker at `address` answers a real metadata request with itself in it.
-fn answers_metadata(address: &str) -> bool {
-    let Ok(client) = ClientConfig::new()
+/// Whether a broker at `address` answers a real metadata request with itself in it, to a
+/// client with `options`.
+fn answers_metadata(address: &str, options: &[(String, String)]) -> bool {
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", address)
-        .set("log_level", "0")
-        .create::<BaseConsumer>()
-    else {
+        .set("log_level", "0");
+    for (key, value) in options {
+        config.set(key, value);
+    }
+    let Ok(client) = config.create::<BaseConsumer>() else {
         return false;
     };
     client

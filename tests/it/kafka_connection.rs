@@ -1,14 +1,17 @@
-//! Kafka over TLS (tansu behind stunnel): with the right authority every event is stored once;
-//! with a wrong authority, a certificate for another host or a broker that wants a client
-//! certificate the service stays up, says why on `/readyz`, the overview, the API and the
-//! metrics, and neither stores nor commits anything; restarted with the right settings it is
-//! exact.
+//! Bad credentials and certificates get a clear answer and lose nothing. Kafka over TLS
+//! (tansu behind stunnel): with the right authority every event is stored once; with a wrong
+//! authority, a certificate for another host or a broker that wants a client certificate, and
+//! with SASL SCRAM (a tansu that authenticates) a wrong password, the service stays up, says
+//! why on `/readyz`, the overview, the API and the metrics, and neither stores nor commits
+//! anything; restarted with the right settings it is exact. A client key it cannot read stops
+//! it at start, naming the setting.
 
 use std::time::{Duration, Instant};
 
 use crate::support::app::{spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{assert_stored_once, test_database, unique_name, wait_for};
 use crate::support::kafka::{TestKafka, produce, wait_committed};
+use crate::support::sasl_kafka::{self, MECHANISM, sasl_options};
 use crate::support::service::ServiceProcess;
 use crate::support::tls_kafka::{self, Clients, tls_options};
 
@@ -211,7 +214,8 @@ async fn a_broker_that_wants_a_client_certificate_is_said_to_refuse_the_client()
     assert_eq!(
         ready["kafka_connection"]["message"],
         "the broker refused the client certificate (or that none was sent): check \
-         ssl.certificate.location and ssl.key.location"
+         ssl.certificate.location / --kafka-ssl-cert-file and ssl.key.location / \
+         --kafka-ssl-key-file"
     );
     nothing_stored_nor_committed(&db, &kafka, &group).await;
     app.shutdown().await;
@@ -233,10 +237,74 @@ async fn a_client_key_that_cannot_be_read_stops_the_service_at_start_naming_the_
     let log = std::fs::read_to_string(&service.log).unwrap();
     assert!(
         log.contains(
-            "Error: invalid configuration: --kafka-option: the client's private key could not \
-             be read: check ssl.key.location"
+            "Error: invalid configuration: kafka property ssl.key.location: the client's \
+             private key could not be read: check ssl.key.location / --kafka-ssl-key-file"
         ),
         "{log}"
     );
     assert!(!log.contains("panicked"), "{log}");
+}
+
+#[actix_web::test]
+async fn a_wrong_scram_password_keeps_the_service_up_and_unready_naming_the_user_and_mechanism_and_nothing_moves_until_a_restart_with_the_right_one()
+ {
+    let sasl = sasl_kafka::server();
+    let kafka = sasl.topic(2).await;
+    let db = test_database().await;
+    produce(&kafka, 0..20).await;
+    let group = unique_name("group");
+    let wrong = unique_name("wrong-password");
+    let mut service =
+        ServiceProcess::spawn_with(&db, &kafka, &group, &sasl_options(&sasl.user, &wrong));
+
+    let ready = not_ready_for(&service.admin, "invalid_credentials").await;
+    assert_eq!(ready["kafka_connection"]["cause"], "authentication");
+    assert_eq!(
+        ready["kafka_connection"]["message"],
+        format!(
+            "the broker refused the credentials of user \"{}\" with {MECHANISM}: check \
+             sasl.username / --kafka-sasl-username and sasl.password / \
+             --kafka-sasl-password-file",
+            sasl.user
+        )
+    );
+    let (_, page) = get(&service.admin, "/").await.expect("the overview");
+    assert!(
+        page.contains("Kafka connection failing: authentication"),
+        "{page}"
+    );
+    let (_, status) = get(&service.admin, "/api/status")
+        .await
+        .expect("the status");
+    let (_, metrics) = get(&service.admin, "/metrics").await.expect("metrics");
+    assert!(
+        metrics.contains("history_kafka_connection_failing{cause=\"authentication\"} 1"),
+        "{metrics}"
+    );
+    nothing_stored_nor_committed(&db, &kafka, &group).await;
+    service.sigterm();
+    assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(0));
+    let log = std::fs::read_to_string(&service.log).unwrap();
+    assert_eq!(
+        log.matches("kafka connection failing").count(),
+        1,
+        "one warning for the failure:\n{log}"
+    );
+    for (what, text) in [
+        ("/readyz", ready.to_string()),
+        ("the overview", page),
+        ("/api/status", status),
+        ("/metrics", metrics),
+        ("the log", log),
+    ] {
+        assert!(!text.contains(&wrong), "{what} shows the password");
+    }
+
+    let service = ServiceProcess::spawn(&db, &kafka, &group);
+    let ends = kafka.ends().await;
+    wait_committed(&kafka, &group, &ends, Duration::from_secs(90)).await;
+    assert_stored_once(&db, 20).await;
+    let (status, body) = get(&service.admin, "/readyz").await.expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    drop(service);
 }
