@@ -101,7 +101,7 @@ async fn a_broker_certificate_of_an_unknown_authority_keeps_the_service_up_and_u
     let stranger = tls.authority("stranger");
     let refusals_before = tls.front.log().matches("alert unknown ca").count();
     let mut service =
-        ServiceProcess::spawn_with(&db, &kafka, &group, &tls_options(&stranger.cert_path));
+        ServiceProcess::spawn_with_options(&db, &kafka, &group, &tls_options(&stranger.cert_path));
 
     let ready = not_ready_for(&service.admin, "certificate_not_trusted").await;
     let connection = &ready["kafka_connection"];
@@ -232,7 +232,8 @@ async fn a_client_key_that_cannot_be_read_stops_the_service_at_start_naming_the_
         tls.server.cert.display().to_string(),
     ));
     options.push(("ssl.key.location".into(), "/nonexistent/client.key".into()));
-    let mut service = ServiceProcess::spawn_with(&db, &kafka, &unique_name("group"), &options);
+    let mut service =
+        ServiceProcess::spawn_with_options(&db, &kafka, &unique_name("group"), &options);
     assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(1));
     let log = std::fs::read_to_string(&service.log).unwrap();
     assert!(
@@ -255,7 +256,7 @@ async fn a_wrong_scram_password_keeps_the_service_up_and_unready_naming_the_user
     let group = unique_name("group");
     let wrong = unique_name("wrong-password");
     let mut service =
-        ServiceProcess::spawn_with(&db, &kafka, &group, &sasl_options(&sasl.user, &wrong));
+        ServiceProcess::spawn_with_options(&db, &kafka, &group, &sasl_options(&sasl.user, &wrong));
 
     let ready = not_ready_for(&service.admin, "invalid_credentials").await;
     assert_eq!(ready["kafka_connection"]["cause"], "authentication");

@@ -20,40 +20,53 @@ pub struct ServiceProcess {
 impl ServiceProcess {
     /// Starts a member on the test's thread; it dies with that thread at the latest.
     pub fn spawn(db: &TestDb, kafka: &TestKafka, group: &str) -> ServiceProcess {
-        ServiceProcess::spawn_with(db, kafka, group, &kafka.options)
+        ServiceProcess::spawn_with_options(db, kafka, group, &kafka.options)
     }
 
-    /// The same, with `options` (`--kafka-option`s) instead of the broker's own (a wrong
-    /// certificate authority, say).
-    pub fn spawn_with(
+    /// The same, with the librdkafka properties `options` (`--kafka-option`s) instead of the
+    /// broker's own (a wrong certificate authority or password, say).
+    pub fn spawn_with_options(
         db: &TestDb,
         kafka: &TestKafka,
         group: &str,
         options: &[(String, String)],
+    ) -> ServiceProcess {
+        let args: Vec<String> = options
+            .iter()
+            .flat_map(|(key, value)| ["--kafka-option".to_owned(), format!("{key}={value}")])
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ServiceProcess::spawn_with(&db.url, &kafka.brokers, &kafka.topic, group, &args)
+    }
+
+    /// Starts a member with `extra` arguments after the usual ones (they win over them).
+    pub fn spawn_with(
+        database_url: &str,
+        brokers: &str,
+        topic: &str,
+        group: &str,
+        extra: &[&str],
     ) -> ServiceProcess {
         let admin = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-consumer")));
         let file = std::fs::File::create(&log).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
         killed_when_the_spawning_thread_ends(&mut command);
-        command
+        let child = command
             .args([
                 "run",
                 "--brokers",
-                &kafka.brokers,
+                brokers,
                 "--topic",
-                &kafka.topic,
+                topic,
                 "--group",
                 group,
             ])
-            .args(["--database-url", &db.url, "--admin-addr", &admin])
+            .args(["--database-url", database_url, "--admin-addr", &admin])
             .args(["--kafka-option", "session.timeout.ms=6000"])
             .args(["--kafka-option", "heartbeat.interval.ms=500"])
-            .args(["--commit-interval", "100ms", "--drain-timeout", "3s"]);
-        for (key, value) in options {
-            command.args(["--kafka-option", &format!("{key}={value}")]);
-        }
-        let child = command
+            .args(["--commit-interval", "100ms", "--drain-timeout", "3s"])
+            .args(extra)
             .env("HISTORY_LOG", "info")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
