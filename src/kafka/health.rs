@@ -67,10 +67,6 @@ impl HealthReporter {
         }
     }
 
-    pub fn identity(&self) -> &ClientIdentity {
-        &self.identity
-    }
-
     /// An error librdkafka reported; false when it is not about the connection (for the
     /// caller to report as it did).
     pub fn error(&self, code: RDKafkaErrorCode, reason: &str) -> bool {

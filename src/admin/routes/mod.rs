@@ -417,7 +417,9 @@ pub(super) async fn readyz(state: State) -> impl Responder {
         .filter_map(|(check, late)| late.then_some(check))
         .collect();
     let (database, joined) = (database.unwrap_or(false), joined.unwrap_or(false));
-    let connection = match state.connection.status().failing {
+    let failing = state.connection.status().failing;
+    let connected = failing.is_none();
+    let connection = match failing {
         None => serde_json::json!({ "failing": false }),
         Some(failing) => serde_json::json!({
             "failing": true,
@@ -427,7 +429,6 @@ pub(super) async fn readyz(state: State) -> impl Responder {
             "since": failing.since,
         }),
     };
-    let connected = connection["failing"] == false;
     let body = serde_json::json!({
         "database": database,
         "group_joined": joined,
