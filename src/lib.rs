@@ -5,8 +5,9 @@
 //! layer or above (start with `inbox::contract`, the heart of it). `tests/it/layout.rs` reads
 //! this list and checks every import against it.
 //! 1. Pure values and rules, no I/O: [`domain`] (the event, the record it arrives in, outcomes,
-//!    duplicate causes, dead letters, offsets), [`watermark`] (the contract's watermark),
-//!    [`backoff`], [`stuck`] (when a partition counts as stuck).
+//!    duplicate causes, dead letters, offsets, why the Kafka connection fails and its health),
+//!    [`watermark`] (the contract's watermark), [`backoff`], [`stuck`] (when a partition
+//!    counts as stuck).
 //! 2. [`error_text`]: one line for an error and its causes.
 //! 3. [`db`] (connection pools) and [`metrics`] (the registry).
 //! 4. [`config`]: the checked settings, every name and default in one place.
@@ -16,8 +17,8 @@
 //! 6. [`work`]: one unit of a partition's work run against the database, outcome per record.
 //! 7. [`actors`]: the supervisor, one actor per partition, the checkpoint, the monitor; their
 //!    messages and status snapshots.
-//! 8. [`kafka`]: the client configuration, the consumer context, the commits and the driver
-//!    thread that feeds the actors.
+//! 8. [`kafka`]: the client configuration, the consumer context, the connection's health, the
+//!    commits and the driver thread that feeds the actors.
 //! 9. [`recovery`]: `verify` (the projection against the topic), `rewind` (a stopped group to a
 //!    point in time) and what the admin's live rewind shares with them.
 //! 10. [`admin`]: the HTTP server (pages, JSON API, actions, health, metrics).

@@ -10,6 +10,7 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
+use crate::domain::CauseKind;
 use crate::domain::DuplicateCause;
 use crate::domain::ObservedOffsets;
 use crate::domain::{Outcome, RejectReason};
@@ -32,6 +33,8 @@ struct Families {
     commits: IntCounterVec,
     rebalances: IntCounterVec,
     kafka_errors: IntCounter,
+    kafka_connection_errors: IntCounterVec,
+    kafka_connection_failing: IntGaugeVec,
     admin_auth_failures: IntCounterVec,
     admin_anonymous_reads_refused: IntCounter,
 }
@@ -180,6 +183,24 @@ impl Metrics {
                 )
                 .expect("valid metric"),
             ),
+            kafka_connection_errors: counter(
+                "history_kafka_connection_errors_total",
+                "Kafka connection errors by cause (authentication, tls, unreachable); librdkafka \
+                 reports an identical error of a broker again only after 30 s.",
+                &["cause"],
+            ),
+            kafka_connection_failing: register(
+                r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "history_kafka_connection_failing",
+                        "1 for the cause while the Kafka connection fails (no broker up since an \
+                         authentication, TLS or reachability error); nothing is read or committed.",
+                    ),
+                    &["cause"],
+                )
+                .expect("valid metric"),
+            ),
             admin_auth_failures: counter(
                 "history_admin_auth_failures_total",
                 "Admin tokens refused, by how they were presented (sign_in, bearer) and why (wrong_token, throttled).",
@@ -201,6 +222,15 @@ impl Metrics {
                     .admin_auth_failures
                     .with_label_values(&[method, reason]);
             }
+        }
+        // Every cause exists from the start (at 0): a rate and the alert see the first failure.
+        for cause in CauseKind::ALL {
+            families
+                .kafka_connection_errors
+                .with_label_values(&[cause.as_str()]);
+            families
+                .kafka_connection_failing
+                .with_label_values(&[cause.as_str()]);
         }
         // Both results exist from the start, so a rate over commit errors has a series to read.
         for result in ["ok", "error"] {
@@ -342,6 +372,24 @@ impl Metrics {
 
     pub fn observe_kafka_error(&self) {
         self.families.kafka_errors.inc();
+    }
+
+    /// A Kafka connection error of `cause`.
+    pub fn observe_kafka_connection_error(&self, cause: CauseKind) {
+        self.families
+            .kafka_connection_errors
+            .with_label_values(&[cause.as_str()])
+            .inc();
+    }
+
+    /// The Kafka connection fails for `cause` (1 for it, 0 for the others), or works (`None`).
+    pub fn set_kafka_connection_failing(&self, cause: Option<CauseKind>) {
+        for kind in CauseKind::ALL {
+            self.families
+                .kafka_connection_failing
+                .with_label_values(&[kind.as_str()])
+                .set(i64::from(Some(*kind) == cause));
+        }
     }
 
     /// An admin token refused: `method` is `sign_in` or `bearer`, `reason` `wrong_token` or

@@ -19,7 +19,9 @@ use crate::admin::auth::Auth;
 use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
 use crate::db::{self, DbError};
+use crate::domain::ConnectionHealth;
 use crate::kafka::client::Prefetch;
+use crate::kafka::health::{HealthReporter, identity_of};
 use crate::kafka::reader::ReaderConfig;
 use crate::kafka::{DriverPorts, DriverSettings, KafkaContext, consumer_config, spawn_driver};
 use crate::metrics::Metrics;
@@ -79,6 +81,17 @@ impl Application {
     /// Connects to the database (applying migrations), creates the actors and the consumer,
     /// subscribes, and binds the admin server. Must run inside an actix system.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
+        let built = Application::assemble(settings).await;
+        if built.is_err() {
+            // Actors started before the failure have not run yet. Left so, the runtime's
+            // shutdown would start them outside it (actix runs an actor once as it drops it)
+            // and their timers would panic, burying this error: let them start now.
+            tokio::task::yield_now().await;
+        }
+        built
+    }
+
+    async fn assemble(settings: Settings) -> Result<Application, StartupError> {
         settings.validate()?;
         // The admin's TLS files are read now: a wrong one stops the start, naming its key.
         let admin_tls = settings
@@ -139,14 +152,16 @@ impl Application {
         )
         .start();
 
+        let connection = Arc::new(ConnectionHealth::new());
         let context = KafkaContext::new(
             settings.kafka.topic.clone(),
             supervisor.clone().recipient(),
             metrics.clone(),
+            HealthReporter::new(connection.clone(), &kafka_config, metrics.clone()),
         );
         let consumer: BaseConsumer<KafkaContext> = kafka_config
             .create_with_context(context)
-            .map_err(kafka_config_error)?;
+            .map_err(|e| kafka_creation_error(e, &identity_of(&kafka_config)))?;
         consumer
             .subscribe(&[&settings.kafka.topic])
             .map_err(|e| ConfigError::new("--topic / HISTORY_KAFKA_TOPIC", e.to_string()))?;
@@ -170,10 +185,17 @@ impl Application {
             }
             None => (None, admin_addr),
         };
-        let monitor = Monitor::new(supervisor.clone(), metrics.clone(), runtime.stuck).start();
+        let monitor = Monitor::new(
+            supervisor.clone(),
+            metrics.clone(),
+            runtime.stuck,
+            connection.clone(),
+        )
+        .start();
         let state = AdminState {
             supervisor: supervisor.clone(),
             monitor,
+            connection,
             pool: pool.clone(),
             pages_pool: admin::pool::pool(settings.database_url.expose(), admin)?,
             metrics: metrics.clone(),
@@ -286,6 +308,26 @@ pub fn kafka_config_error(error: rdkafka::error::KafkaError) -> ConfigError {
             ),
         ),
         _ => ConfigError::new("kafka properties", error.to_string()),
+    }
+}
+
+/// A client librdkafka could not create: a TLS file it cannot read is named with what to fix.
+fn kafka_creation_error(
+    error: rdkafka::error::KafkaError,
+    identity: &crate::domain::ClientIdentity,
+) -> ConfigError {
+    let rdkafka::error::KafkaError::ClientCreation(text) = &error else {
+        return kafka_config_error(error);
+    };
+    match crate::domain::connection::classify_creation(text, identity) {
+        Some(cause) => ConfigError::new(
+            cause.problem.unreadable_file().map_or_else(
+                || "kafka properties".to_owned(),
+                |property| format!("kafka property {property}"),
+            ),
+            format!("{} ({})", cause.message(), cause.detail),
+        ),
+        None => kafka_config_error(error),
     }
 }
 

@@ -3,6 +3,7 @@
 //! the overview's trend lines, and publishes the derived metrics.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -12,6 +13,7 @@ use super::messages::{GetOverview, GetStatus};
 pub use super::status::{DisplayState, Overview, PartitionSummary, TrendPoint};
 use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
+use crate::domain::ConnectionHealth;
 use crate::metrics::Metrics;
 use crate::stuck::{RejectionsHeld, StuckRules, evaluate};
 
@@ -34,15 +36,23 @@ pub struct Monitor {
     metrics: Metrics,
     rules: StuckRules,
     tracks: BTreeMap<i32, Track>,
+    /// The Kafka connection's health, shown above the partitions.
+    connection: Arc<ConnectionHealth>,
 }
 
 impl Monitor {
-    pub fn new(supervisor: Addr<Supervisor>, metrics: Metrics, rules: StuckRules) -> Self {
+    pub fn new(
+        supervisor: Addr<Supervisor>,
+        metrics: Metrics,
+        rules: StuckRules,
+        connection: Arc<ConnectionHealth>,
+    ) -> Self {
         Monitor {
             supervisor,
             metrics,
             rules,
             tracks: BTreeMap::new(),
+            connection,
         }
     }
 
@@ -67,6 +77,7 @@ impl Monitor {
             started_at: status.started_at,
             uptime_seconds: (wall - status.started_at).num_seconds().max(0) as u64,
             shutting_down: status.shutting_down,
+            kafka_connection: self.connection.status(),
             partitions,
         }
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::domain::{DuplicateCause, ObservedOffsets, UnknownCause};
+use crate::domain::{ConnectionStatus, DuplicateCause, ObservedOffsets, UnknownCause};
 use crate::stuck::StuckReason;
 
 /// What a partition actor is doing, as an operator would say it.
@@ -248,6 +248,8 @@ pub struct Overview {
     pub started_at: DateTime<Utc>,
     pub uptime_seconds: u64,
     pub shutting_down: bool,
+    /// Whether the Kafka connection fails, and why (then nothing is read or committed).
+    pub kafka_connection: ConnectionStatus,
     pub partitions: Vec<PartitionSummary>,
 }
 

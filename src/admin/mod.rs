@@ -27,6 +27,7 @@ pub mod throttle;
 pub mod tls;
 
 use std::net::TcpListener;
+use std::sync::Arc;
 
 use actix::Addr;
 use actix_web::dev::{Server, ServerHandle};
@@ -36,6 +37,7 @@ use actix_web::{App, HttpServer, web};
 use deadpool_postgres::Pool;
 
 use crate::actors::{Monitor, Supervisor};
+use crate::domain::ConnectionHealth;
 use crate::kafka::reader::ReaderConfig;
 use crate::metrics::Metrics;
 
@@ -49,6 +51,8 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 pub struct AdminState {
     pub supervisor: Addr<Supervisor>,
     pub monitor: Addr<Monitor>,
+    /// The Kafka connection's health, read by `/readyz` without asking any actor.
+    pub connection: Arc<ConnectionHealth>,
     /// The consumer's pool: `/readyz` asks whether the consumer reaches its database, and an
     /// action's audit line is written even while the pages keep their own pool busy.
     pub pool: Pool,

@@ -8,7 +8,7 @@ use super::queries::{AuditRow, DeadLetterRow, HistoryRow};
 use super::sparkline;
 use crate::actors::monitor::PartitionSummary;
 use crate::actors::status::{BacklogEntry, GuardStatus, RecentOutcome};
-use crate::domain::{DuplicateCause, UnknownCause};
+use crate::domain::{ConnectionStatus, DuplicateCause, UnknownCause};
 
 /// What every page's frame needs.
 pub struct Layout {
@@ -120,10 +120,46 @@ impl AuditView {
     }
 }
 
+/// A failing Kafka connection, shown above the partitions.
+pub struct ConnectionView {
+    /// `authentication`, `tls` or `unreachable`.
+    pub cause: &'static str,
+    pub what: String,
+    pub fix: String,
+    pub broker: String,
+    /// librdkafka's last text.
+    pub detail: String,
+    pub failing_for: String,
+    pub since: String,
+    pub errors: u64,
+}
+
+impl ConnectionView {
+    /// The view of `status`, if the connection fails.
+    pub fn of(status: &ConnectionStatus) -> Option<ConnectionView> {
+        let failing = status.failing.as_ref()?;
+        let cause = &failing.cause;
+        Some(ConnectionView {
+            cause: cause.kind.as_str(),
+            what: cause.what.clone(),
+            fix: cause.fix.clone(),
+            broker: or_dash(cause.broker.as_ref()),
+            detail: cause.detail.clone(),
+            failing_for: human_duration(
+                (Utc::now() - failing.since).num_milliseconds() as f64 / 1000.0,
+            ),
+            since: time(failing.since),
+            errors: failing.errors,
+        })
+    }
+}
+
 #[derive(Template)]
 #[template(path = "overview.html")]
 pub struct OverviewPage {
     pub layout: Layout,
+    /// Set while the Kafka connection fails.
+    pub connection: Option<ConnectionView>,
     pub group: String,
     pub topic: String,
     pub member_id: String,

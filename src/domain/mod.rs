@@ -1,7 +1,10 @@
 //! Domain values with no I/O: the ticket status event, the record it arrives in, the outcome of
 //! processing one, why a duplicate happened, a dead letter, a partition's offsets, a point in
-//! time as an operator types it, and where a rewind to it takes a partition.
+//! time as an operator types it, where a rewind to it takes a partition, and why the Kafka
+//! connection fails (its cause and the health state shared with the admin).
 
+pub mod connection;
+pub mod connection_health;
 pub mod dead_letter;
 pub mod duplicate;
 pub mod event;
@@ -12,6 +15,8 @@ pub mod record;
 pub mod rewind;
 pub mod story;
 
+pub use connection::{CauseKind, ClientIdentity, ConnectionCause, Problem};
+pub use connection_health::{ConnectionHealth, ConnectionStatus};
 pub use dead_letter::{DeadLetter, LetterState};
 pub use duplicate::DuplicateCause;
 pub use event::{

@@ -1,6 +1,7 @@
 //! The consumer context: what librdkafka calls back on the driver thread while it polls.
 //!
-//! Statistics, errors and logs are passed on at once. Rebalances are not carried out inside
+//! Statistics, errors and logs are passed on at once; errors and statistics also feed the
+//! connection's health ([`super::health`]). Rebalances are not carried out inside
 //! the callback: the context only takes note of them, and the driver loop carries them out
 //! right after the poll returns (split the partition queues and start the actors, or drain
 //! them and commit, then tell librdkafka), owning all of its state instead of sharing it with
@@ -16,6 +17,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, TopicPartitionList};
 
+use super::health::HealthReporter;
 use crate::actors::messages::OffsetsObserved;
 use crate::domain::ObservedOffsets;
 use crate::metrics::Metrics;
@@ -34,6 +36,8 @@ pub struct KafkaContext {
     pub topic: String,
     pub observed: Recipient<OffsetsObserved>,
     pub metrics: Metrics,
+    /// The connection's health, fed by errors, statistics and assignments.
+    pub health: HealthReporter,
     /// Rebalances noted during a poll, for the driver loop.
     rebalances: Mutex<Vec<Rebalance>>,
     /// While true, rebalances wait for the driver loop; once it stopped (the consumer is being
@@ -42,11 +46,17 @@ pub struct KafkaContext {
 }
 
 impl KafkaContext {
-    pub fn new(topic: String, observed: Recipient<OffsetsObserved>, metrics: Metrics) -> Self {
+    pub fn new(
+        topic: String,
+        observed: Recipient<OffsetsObserved>,
+        metrics: Metrics,
+        health: HealthReporter,
+    ) -> Self {
         KafkaContext {
             topic,
             observed,
             metrics,
+            health,
             rebalances: Mutex::new(Vec::new()),
             deferred: AtomicBool::new(true),
         }
@@ -84,6 +94,7 @@ pub fn acknowledge<C: ConsumerContext>(consumer: &BaseConsumer<C>, rebalance: &R
 
 impl ClientContext for KafkaContext {
     fn stats(&self, statistics: Statistics) {
+        self.health.statistics(&statistics);
         let Some(topic) = statistics.topics.get(&self.topic) else {
             return;
         };
@@ -107,11 +118,29 @@ impl ClientContext for KafkaContext {
 
     fn error(&self, error: KafkaError, reason: &str) {
         self.metrics.observe_kafka_error();
-        tracing::warn!(error = %error, reason, "kafka client error");
+        // Connection errors are logged once per change of the connection's health, not once
+        // per retry.
+        let reported = error
+            .rdkafka_error_code()
+            .is_some_and(|code| self.health.error(code, reason));
+        if !reported {
+            tracing::warn!(error = %error, reason, "kafka client error");
+        }
     }
 
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
         use rdkafka::config::RDKafkaLogLevel::*;
+        // A broker failure logged as an error is also an error event, with the same text,
+        // which `error` reports (a connection failure once per change of the connection's
+        // health): logged here too it would repeat at every retry.
+        let level = match (fac, level) {
+            ("FAIL", Emerg | Alert | Critical | Error) => Debug,
+            ("FAIL", Warning | Notice | Info) => {
+                self.health.logged_failure(message);
+                level
+            }
+            _ => level,
+        };
         match level {
             Emerg | Alert | Critical | Error => {
                 tracing::error!(target: "librdkafka", fac, "{message}")

@@ -35,6 +35,7 @@ use crate::actors::messages::{
     GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRestarted,
     PartitionsRevoked, PartitionsRewound,
 };
+use crate::domain::connection::is_connection_error;
 
 type Consumer_ = BaseConsumer<KafkaContext>;
 type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaContext>;
@@ -234,6 +235,12 @@ impl Driver {
                         "record on the main queue ignored"
                     );
                 }
+                // A connection error already reached the context's error callback, with its
+                // text, on its way here: it is reported once per change of the connection's
+                // health there, not once per retry here.
+                Some(Err(error)) if error.rdkafka_error_code().is_some_and(is_connection_error) => {
+                    tracing::debug!(error = %error, "kafka connection error on the main queue");
+                }
                 Some(Err(error)) => {
                     self.consumer.context().metrics.observe_kafka_error();
                     tracing::warn!(error = %error, "kafka consumer error");
@@ -262,6 +269,7 @@ impl Driver {
     fn carry_out(&mut self, rebalance: Rebalance) {
         match &rebalance {
             Rebalance::Assign(tpl) => {
+                self.consumer.context().health.assigned();
                 let partitions = self.partitions_of(tpl);
                 self.assign(&partitions);
                 acknowledge(&self.consumer, &rebalance);

@@ -1,4 +1,5 @@
 //! Kafka: the consumer's client configuration, its context (what librdkafka calls back), the
+//! connection's health ([`health`], with a [`tls_probe`] for refused certificates), the
 //! offset commits and the driver thread that is the only caller of the consumer. Above the
 //! actors: it delivers to them through their recipients and serves their requests. Beside the
 //! group member, for recovery: a throwaway [`reader`] of the topic and the group's offsets as
@@ -9,7 +10,9 @@ pub mod commits;
 pub mod context;
 pub mod driver;
 pub mod group;
+pub mod health;
 pub mod reader;
+pub mod tls_probe;
 
 pub use client::consumer_config;
 pub use context::KafkaContext;

@@ -27,9 +27,9 @@ use serde::Deserialize;
 use super::auth::{Denied, Principal, bearer_token};
 use super::error::AdminError;
 use super::pages::{
-    AuditView, BacklogView, BlockingView, DeadLetterView, DeadLettersPage, ErrorPage, HistoryView,
-    Layout, LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment, RecentView, RowView,
-    TicketPage, human_duration,
+    AuditView, BacklogView, BlockingView, ConnectionView, DeadLetterView, DeadLettersPage,
+    ErrorPage, HistoryView, Layout, LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment,
+    RecentView, RowView, TicketPage, human_duration,
 };
 use super::queries::{
     self, Cursor, DEAD_LETTER_COUNT_CAP, DEAD_LETTERS_PER_PAGE, DeadLetterFilter, DeadLetterPage,
@@ -385,21 +385,57 @@ pub(super) async fn healthz() -> impl Responder {
         .body("ok\n")
 }
 
-/// The database answers and the consumer joined its group (or owns partitions).
+/// How long `/readyz` waits for each of its checks (they run together): it answers within a
+/// second whatever the broker or the database do, and a check that took longer is not ready.
+pub(super) const READY_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The database answers, the consumer joined its group (or owns partitions) and the Kafka
+/// connection does not fail; 503 with what is not ready (and why the connection fails)
+/// otherwise.
 #[get("/readyz")]
 pub(super) async fn readyz(state: State) -> impl Responder {
-    let database = match state.pool.get().await {
-        Ok(client) => client.simple_query("SELECT 1").await.is_ok(),
-        Err(_) => false,
+    let database = async {
+        match state.pool.get().await {
+            Ok(client) => client.simple_query("SELECT 1").await.is_ok(),
+            Err(_) => false,
+        }
     };
-    let joined = state
-        .supervisor
-        .send(GetStatus)
-        .await
-        .map(|s| s.member_id.is_some() || !s.partitions.is_empty())
-        .unwrap_or(false);
-    let body = serde_json::json!({ "database": database, "group_joined": joined });
-    if database && joined {
+    let joined = async {
+        state
+            .supervisor
+            .send(GetStatus)
+            .await
+            .map(|s| s.member_id.is_some() || !s.partitions.is_empty())
+            .unwrap_or(false)
+    };
+    let (database, joined) = futures::join!(
+        tokio::time::timeout(READY_CHECK_TIMEOUT, database),
+        tokio::time::timeout(READY_CHECK_TIMEOUT, joined)
+    );
+    let timed_out: Vec<&str> = [("database", database.is_err()), ("group", joined.is_err())]
+        .into_iter()
+        .filter_map(|(check, late)| late.then_some(check))
+        .collect();
+    let (database, joined) = (database.unwrap_or(false), joined.unwrap_or(false));
+    let failing = state.connection.status().failing;
+    let connected = failing.is_none();
+    let connection = match failing {
+        None => serde_json::json!({ "failing": false }),
+        Some(failing) => serde_json::json!({
+            "failing": true,
+            "cause": failing.cause.kind,
+            "problem": failing.cause.problem,
+            "message": failing.cause.message(),
+            "since": failing.since,
+        }),
+    };
+    let body = serde_json::json!({
+        "database": database,
+        "group_joined": joined,
+        "timed_out": timed_out,
+        "kafka_connection": connection,
+    });
+    if database && joined && connected {
         HttpResponse::Ok().json(body)
     } else {
         HttpResponse::ServiceUnavailable().json(body)

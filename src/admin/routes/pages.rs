@@ -31,6 +31,7 @@ async fn overview(state: &AdminState, request: &HttpRequest) -> Result<HttpRespo
         StatusCode::OK,
         &OverviewPage {
             layout: layout(state, request, "Overview"),
+            connection: ConnectionView::of(&overview.kafka_connection),
             member_id: overview
                 .member_id
                 .clone()

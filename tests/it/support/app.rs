@@ -29,10 +29,13 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
             brokers: kafka.brokers.clone(),
             topic: kafka.topic.clone(),
             group: group.to_owned(),
-            options: vec![
+            options: [
                 ("session.timeout.ms".into(), "6000".into()),
                 ("heartbeat.interval.ms".into(), "500".into()),
             ]
+            .into_iter()
+            .chain(kafka.options.iter().cloned())
+            .collect::<Vec<_>>()
             .into(),
         },
         database_url: db_url.into(),

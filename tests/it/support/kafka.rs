@@ -41,6 +41,9 @@ pub struct TestKafka {
     pub brokers: String,
     pub topic: String,
     pub partitions: i32,
+    /// librdkafka properties every client of this broker needs besides `bootstrap.servers`
+    /// (TLS, say); the service gets them too.
+    pub options: Vec<(String, String)>,
     acknowledged: Acknowledged,
 }
 
@@ -86,6 +89,7 @@ impl TestKafka {
             mock: Some(cluster),
             topic,
             partitions,
+            options: Vec::new(),
             acknowledged: Acknowledged::new(partitions),
         }
     }
@@ -104,10 +108,40 @@ impl TestKafka {
                     brokers: server.brokers.clone(),
                     topic,
                     partitions,
+                    options: Vec::new(),
                     acknowledged: Acknowledged::new(partitions),
                 }
             }
         }
+    }
+
+    /// A topic on a broker of the test's choosing, reached with `options` (see
+    /// `tls_kafka.rs`); the topic must exist.
+    pub fn on(
+        brokers: String,
+        options: Vec<(String, String)>,
+        topic: String,
+        partitions: i32,
+    ) -> TestKafka {
+        TestKafka {
+            broker: Broker::Tansu,
+            mock: None,
+            brokers,
+            topic,
+            partitions,
+            options,
+            acknowledged: Acknowledged::new(partitions),
+        }
+    }
+
+    /// A client configuration for this broker: `bootstrap.servers` and [`TestKafka::options`].
+    pub fn client(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.brokers);
+        for (key, value) in &self.options {
+            config.set(key, value);
+        }
+        config
     }
 
     /// The mock cluster, for what only it can do (take a broker down).
@@ -123,8 +157,7 @@ impl TestKafka {
     }
 
     pub fn producer(&self) -> FutureProducer {
-        ClientConfig::new()
-            .set("bootstrap.servers", &self.brokers)
+        self.client()
             .set("message.max.bytes", "2000000")
             .set("linger.ms", "5")
             .create()
@@ -168,14 +201,11 @@ impl TestKafka {
     /// read_committed consumers by both brokers (flushed before the abort, the service stored
     /// every one of them).
     pub async fn send_transactions(&self, transactions: Vec<Transaction>) -> Vec<Vec<(i32, i64)>> {
-        let (brokers, topic, acknowledged) = (
-            self.brokers.clone(),
-            self.topic.clone(),
-            self.acknowledged.clone(),
-        );
+        let (client, topic, acknowledged) =
+            (self.client(), self.topic.clone(), self.acknowledged.clone());
         tokio::task::spawn_blocking(move || {
-            let producer: FutureProducer = ClientConfig::new()
-                .set("bootstrap.servers", &brokers)
+            let producer: FutureProducer = client
+                .clone()
                 .set(
                     "transactional.id",
                     crate::support::helpers::unique_name("tx"),
@@ -231,11 +261,11 @@ impl TestKafka {
     /// Commits `offsets` (per partition, in order) for `group` from outside the group, as an
     /// operator's tool would while no member is active.
     pub async fn commit_for(&self, group: &str, offsets: &[i64]) {
-        let (brokers, topic, group) = (self.brokers.clone(), self.topic.clone(), group.to_owned());
+        let (client, topic, group) = (self.client(), self.topic.clone(), group.to_owned());
         let offsets = offsets.to_vec();
         tokio::task::spawn_blocking(move || {
-            let consumer: BaseConsumer = ClientConfig::new()
-                .set("bootstrap.servers", &brokers)
+            let consumer: BaseConsumer = client
+                .clone()
                 .set("group.id", &group)
                 .create()
                 .expect("consumer");
@@ -254,15 +284,15 @@ impl TestKafka {
 
     /// Committed positions of `group` per partition (-1 when none), as the broker has them.
     pub async fn committed(&self, group: &str) -> Vec<i64> {
-        let (brokers, topic, partitions, group) = (
-            self.brokers.clone(),
+        let (client, topic, partitions, group) = (
+            self.client(),
             self.topic.clone(),
             self.partitions,
             group.to_owned(),
         );
         tokio::task::spawn_blocking(move || {
-            let consumer: BaseConsumer = ClientConfig::new()
-                .set("bootstrap.servers", &brokers)
+            let consumer: BaseConsumer = client
+                .clone()
                 .set("group.id", &group)
                 .create()
                 .expect("consumer");
@@ -297,12 +327,11 @@ impl TestKafka {
     /// through fetches instead, on both brokers alike. The answer is also checked against
     /// what our producers were acknowledged.
     pub async fn ends(&self) -> Vec<i64> {
-        let (brokers, topic, partitions) =
-            (self.brokers.clone(), self.topic.clone(), self.partitions);
+        let (client, topic, partitions) = (self.client(), self.topic.clone(), self.partitions);
         let acknowledged = self.acknowledged.clone();
         tokio::task::spawn_blocking(move || {
-            let consumer: BaseConsumer = ClientConfig::new()
-                .set("bootstrap.servers", &brokers)
+            let consumer: BaseConsumer = client
+                .clone()
                 // Needed to assign; this consumer never joins the group nor commits.
                 .set("group.id", crate::support::helpers::unique_name("ends"))
                 .set("enable.auto.commit", "false")

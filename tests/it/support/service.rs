@@ -20,7 +20,23 @@ pub struct ServiceProcess {
 impl ServiceProcess {
     /// Starts a member on the test's thread; it dies with that thread at the latest.
     pub fn spawn(db: &TestDb, kafka: &TestKafka, group: &str) -> ServiceProcess {
-        ServiceProcess::spawn_with(&db.url, &kafka.brokers, &kafka.topic, group, &[])
+        ServiceProcess::spawn_with_options(db, kafka, group, &kafka.options)
+    }
+
+    /// The same, with the librdkafka properties `options` (`--kafka-option`s) instead of the
+    /// broker's own (a wrong certificate authority or password, say).
+    pub fn spawn_with_options(
+        db: &TestDb,
+        kafka: &TestKafka,
+        group: &str,
+        options: &[(String, String)],
+    ) -> ServiceProcess {
+        let args: Vec<String> = options
+            .iter()
+            .flat_map(|(key, value)| ["--kafka-option".to_owned(), format!("{key}={value}")])
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ServiceProcess::spawn_with(&db.url, &kafka.brokers, &kafka.topic, group, &args)
     }
 
     /// Starts a member with `extra` arguments after the usual ones (they win over them).

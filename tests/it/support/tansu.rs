@@ -6,7 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
@@ -38,10 +38,28 @@ pub fn server() -> &'static TansuServer {
 
 impl TansuServer {
     fn start() -> Result<TansuServer, String> {
-        let binary = find_binary()?;
+        TansuServer::start_advertising(None)
+    }
+
+    /// Starts a broker of its own (for as long as the test process) on a free port. It tells
+    /// clients to connect to `127.0.0.1:<advertised>` (a TLS front, say) when given, else to
+    /// itself.
+    pub fn start_advertising(advertised: Option<u16>) -> Result<TansuServer, String> {
+        TansuServer::launch(&Launch {
+            binary: find_binary()?,
+            storage: "memory://tansu/",
+            dir: None,
+            authentication: None,
+            advertised,
+        })
+    }
+
+    /// Starts a broker of its own as `launch` says, on a free port, for as long as the test
+    /// process.
+    pub fn launch(launch: &Launch<'_>) -> Result<TansuServer, String> {
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            match start_on(&binary, crate::support::helpers::free_port()) {
+            match start_on(launch, crate::support::helpers::free_port()) {
                 Ok(server) => {
                     clean_up_at_exit(server.process.id(), &server.log);
                     return Ok(server);
@@ -51,42 +69,59 @@ impl TansuServer {
         }
         Err(format!(
             "tansu ({}) did not start:\n{}",
-            binary.display(),
+            launch.binary.display(),
             failures.join("\n")
         ))
     }
 
     /// Creates `topic` with `partitions` partitions through the Kafka admin API.
     pub async fn create_topic(&self, topic: &str, partitions: i32) {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", &self.brokers)
-            .create()
-            .expect("admin client");
-        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-        let results = admin
-            .create_topics(
-                &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
-                &options,
-            )
-            .await
-            .unwrap_or_else(|error| panic!("creating {topic} on tansu: {error}"));
-        for result in results {
-            if let Err((name, code)) = result {
-                panic!("tansu refused to create {name}: {code:?}");
-            }
-        }
-        // Metadata may trail the creation: wait until every partition has a leader.
-        let brokers = self.brokers.clone();
-        let name = topic.to_owned();
-        tokio::task::spawn_blocking(move || wait_for_partitions(&brokers, &name, partitions))
-            .await
-            .expect("topic metadata task")
-            .unwrap_or_else(|error| panic!("{error}"));
+        let mut client = ClientConfig::new();
+        client.set("bootstrap.servers", &self.brokers);
+        create_topic(client, topic, partitions).await;
     }
 }
 
-/// Starts tansu on `port` and waits until it answers a metadata request.
-fn start_on(binary: &Path, port: u16) -> Result<TansuServer, String> {
+/// Creates `topic` with `partitions` partitions through the Kafka admin API of the broker that
+/// `client` (`bootstrap.servers` and, say, TLS settings) reaches.
+pub async fn create_topic(client: ClientConfig, topic: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = client.create().expect("admin client");
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .create_topics(
+            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &options,
+        )
+        .await
+        .unwrap_or_else(|error| panic!("creating {topic} on tansu: {error}"));
+    for result in results {
+        if let Err((name, code)) = result {
+            panic!("tansu refused to create {name}: {code:?}");
+        }
+    }
+    // Metadata may trail the creation: wait until every partition has a leader.
+    let name = topic.to_owned();
+    tokio::task::spawn_blocking(move || wait_for_partitions(&client, &name, partitions))
+        .await
+        .expect("topic metadata task")
+        .unwrap_or_else(|error| panic!("{error}"));
+}
+
+/// How a broker of its own is started.
+pub struct Launch<'a> {
+    pub binary: PathBuf,
+    /// `--storage-engine`: `memory://tansu/`, or `sqlite://<file>` (with a build that has it).
+    pub storage: &'a str,
+    /// The working directory (a sqlite file is always relative to it).
+    pub dir: Option<&'a Path>,
+    /// `--authentication`, and the client properties that pass it (for the readiness check).
+    pub authentication: Option<&'a [(String, String)]>,
+    /// The port it tells clients to connect to, if not its own.
+    pub advertised: Option<u16>,
+}
+
+/// Starts tansu on `port` as `launch` says and waits until it answers a metadata request.
+fn start_on(launch: &Launch<'_>, port: u16) -> Result<TansuServer, String> {
     let log = std::env::temp_dir().join(format!(
         "{}.log",
         crate::support::helpers::unique_name("tansu")
@@ -94,11 +129,20 @@ fn start_on(binary: &Path, port: u16) -> Result<TansuServer, String> {
     let file = std::fs::File::create(&log).map_err(|e| format!("creating {log:?}: {e}"))?;
     let address = format!("127.0.0.1:{port}");
     let url = format!("tcp://{address}");
-    let mut command = Command::new(binary);
+    let advertised_url = format!("tcp://127.0.0.1:{}", launch.advertised.unwrap_or(port));
+    let mut command = Command::new(&launch.binary);
     command
         .arg("broker")
-        .args(["--listener-url", &url, "--advertised-listener-url", &url])
-        .args(["--storage-engine", "memory://tansu/"])
+        .args(["--listener-url", &url])
+        .args(["--advertised-listener-url", &advertised_url])
+        .args(["--storage-engine", launch.storage]);
+    if launch.authentication.is_some() {
+        command.arg("--authentication");
+    }
+    if let Some(dir) = launch.dir {
+        command.current_dir(dir);
+    }
+    command
         // tansu reads these too; a developer's own settings must not leak into the tests.
         .env_remove("CLUSTER_ID")
         .env_remove("SCHEMA_REGISTRY")
@@ -121,7 +165,7 @@ fn start_on(binary: &Path, port: u16) -> Result<TansuServer, String> {
             let _ = child.wait();
             break format!("no metadata answer within {STARTUP_DEADLINE:?}");
         }
-        if answers_metadata(&address) {
+        if answers_metadata(&address, launch.authentication.unwrap_or_default()) {
             return Ok(TansuServer {
                 brokers: address,
                 log,
@@ -134,13 +178,17 @@ fn start_on(binary: &Path, port: u16) -> Result<TansuServer, String> {
     Err(format!("{failure} on {url}; its log:\n{text}"))
 }
 
-/// Whether a broker at `address` answers a real metadata request with itself in it.
-fn answers_metadata(address: &str) -> bool {
-    let Ok(client) = ClientConfig::new()
+/// Whether a broker at `address` answers a real metadata request with itself in it, to a
+/// client with `options`.
+fn answers_metadata(address: &str, options: &[(String, String)]) -> bool {
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", address)
-        .set("log_level", "0")
-        .create::<BaseConsumer>()
-    else {
+        .set("log_level", "0");
+    for (key, value) in options {
+        config.set(key, value);
+    }
+    let Ok(client) = config.create::<BaseConsumer>() else {
         return false;
     };
     client
@@ -148,11 +196,8 @@ fn answers_metadata(address: &str) -> bool {
         .is_ok_and(|metadata| !metadata.brokers().is_empty())
 }
 
-fn wait_for_partitions(brokers: &str, topic: &str, partitions: i32) -> Result<(), String> {
-    let client: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(|e| e.to_string())?;
+fn wait_for_partitions(client: &ClientConfig, topic: &str, partitions: i32) -> Result<(), String> {
+    let client: BaseConsumer = client.create().map_err(|e| e.to_string())?;
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut last = String::new();
     while Instant::now() < deadline {
@@ -226,7 +271,7 @@ fn version_of(binary: &Path) -> Option<String> {
 /// ends (a panic, `kill -9`): the death signal fires when the spawning *thread* ends, and test
 /// threads end with their test, so the child is spawned from a thread that lives as long as
 /// the process.
-fn spawn_dying_with_us(mut command: Command) -> io::Result<Child> {
+pub fn spawn_dying_with_us(mut command: Command) -> io::Result<Child> {
     crate::support::helpers::killed_when_the_spawning_thread_ends(&mut command);
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -242,23 +287,29 @@ fn spawn_dying_with_us(mut command: Command) -> io::Result<Child> {
         .map_err(|_| io::Error::other("the spawning thread died"))?
 }
 
-/// Stops the broker, reaps it and deletes its log when the test process exits normally (Rust
-/// never drops statics). After a crash the kernel still kills the broker; the log stays for
+/// Stops a server, reaps it and deletes its log (a file or a folder) when the test process
+/// exits normally (Rust never drops statics). After a crash the kernel still kills the broker; the log stays for
 /// the post-mortem.
-fn clean_up_at_exit(pid: u32, log: &Path) {
-    static SERVER: OnceLock<(u32, PathBuf)> = OnceLock::new();
+pub fn clean_up_at_exit(pid: u32, log: &Path) {
+    static SERVERS: Mutex<Vec<(u32, PathBuf)>> = Mutex::new(Vec::new());
     extern "C" fn clean_up() {
-        if let Some((pid, log)) = SERVER.get() {
+        let servers = std::mem::take(&mut *SERVERS.lock().unwrap_or_else(|e| e.into_inner()));
+        for (pid, log) in servers {
             // SAFETY: our own child, never reaped before (its `Child` is never waited for).
             unsafe {
-                libc::kill(*pid as libc::pid_t, libc::SIGKILL);
-                libc::waitpid(*pid as libc::pid_t, std::ptr::null_mut(), 0);
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
             }
-            let _ = std::fs::remove_file(log);
+            let _ = std::fs::remove_file(&log).or_else(|_| std::fs::remove_dir_all(&log));
         }
     }
-    if SERVER.set((pid, log.to_owned())).is_ok() {
-        // SAFETY: registers a plain function that reads an initialised static.
-        unsafe { libc::atexit(clean_up) };
-    }
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    SERVERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((pid, log.to_owned()));
+    // SAFETY: registers a plain function that reads an initialised static.
+    REGISTERED.call_once(|| unsafe {
+        libc::atexit(clean_up);
+    });
 }

@@ -1,0 +1,123 @@
+//! Kafka with SASL SCRAM for tests: a tansu that requires authentication, one per test process,
+//! started on first use. tansu keeps SCRAM users only in a storage engine that persists them,
+//! and creates the first one only through a broker that does not authenticate: so a tansu built
+//! with the SQLite engine (`scripts/install-tansu --with-users`) runs twice on one file, a plain
+//! broker to create the user and the authenticating one clients talk to (both read the file).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::support::helpers::unique_name;
+use crate::support::kafka::TestKafka;
+use crate::support::tansu::{Launch, TansuServer};
+
+/// The mechanism the user is created for.
+pub const MECHANISM: &str = "SCRAM-SHA-256";
+
+/// The authenticating broker and its user.
+pub struct SaslKafka {
+    /// `bootstrap.servers` of the authenticating broker.
+    pub brokers: String,
+    pub user: String,
+    pub password: String,
+    _plain: TansuServer,
+    _authenticating: TansuServer,
+}
+
+/// The SASL broker every SASL test of this process shares, started on first use.
+pub fn server() -> &'static SaslKafka {
+    static SERVER: OnceLock<SaslKafka> = OnceLock::new();
+    SERVER.get_or_init(|| SaslKafka::start().unwrap_or_else(|error| panic!("{error}")))
+}
+
+/// A tansu with the SQLite engine: `$TANSU_WITH_USERS`, else the cache
+/// `scripts/install-tansu --with-users` fills (target/tools/with-users/bin/tansu).
+pub fn find_binary() -> Result<PathBuf, String> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(path) = std::env::var_os("TANSU_WITH_USERS") {
+        candidates.push(path.into());
+    }
+    if let Some(target) = Path::new(env!("CARGO_TARGET_TMPDIR")).parent() {
+        candidates.push(target.join("tools/with-users/bin/tansu"));
+    }
+    candidates.into_iter().find(|c| c.is_file()).ok_or_else(|| {
+        "no tansu with the SQLite engine: run `scripts/install-tansu --with-users` and \
+             export TANSU_WITH_USERS=<the path it prints>"
+            .to_owned()
+    })
+}
+
+/// librdkafka properties of a client that logs in as `user` with `password`.
+pub fn sasl_options(user: &str, password: &str) -> Vec<(String, String)> {
+    vec![
+        ("security.protocol".into(), "sasl_plaintext".into()),
+        ("sasl.mechanism".into(), MECHANISM.into()),
+        ("sasl.username".into(), user.into()),
+        ("sasl.password".into(), password.into()),
+    ]
+}
+
+impl SaslKafka {
+    fn start() -> Result<SaslKafka, String> {
+        let binary = find_binary()?;
+        // Kept until the process ends (the brokers hold the file); in the temp folder.
+        let dir = tempfile::Builder::new()
+            .prefix("sasl-kafka")
+            .tempdir()
+            .map_err(|e| e.to_string())?
+            .keep();
+        let storage = "sqlite://users.db";
+        let plain = TansuServer::launch(&Launch {
+            binary: binary.clone(),
+            storage,
+            dir: Some(&dir),
+            authentication: None,
+            advertised: None,
+        })?;
+        let user = "history".to_owned();
+        let password = unique_name("secret");
+        let created = Command::new(&binary)
+            .args(["user", "create", &user, &password])
+            .args(["--mechanism", "scram256"])
+            .args(["--broker", &format!("tcp://{}", plain.brokers)])
+            .current_dir(&dir)
+            .output()
+            .map_err(|e| format!("running tansu user create: {e}"))?;
+        if !created.status.success() {
+            return Err(format!(
+                "tansu user create failed ({}): {}",
+                created.status,
+                String::from_utf8_lossy(&created.stderr)
+            ));
+        }
+        let options = sasl_options(&user, &password);
+        let authenticating = TansuServer::launch(&Launch {
+            binary,
+            storage,
+            dir: Some(&dir),
+            authentication: Some(&options),
+            advertised: None,
+        })?;
+        Ok(SaslKafka {
+            brokers: authenticating.brokers.clone(),
+            user,
+            password,
+            _plain: plain,
+            _authenticating: authenticating,
+        })
+    }
+
+    /// The properties of a client that logs in as the broker's user.
+    pub fn options(&self) -> Vec<(String, String)> {
+        sasl_options(&self.user, &self.password)
+    }
+
+    /// A fresh topic with `partitions` partitions, reached with the user's credentials.
+    pub async fn topic(&self, partitions: i32) -> TestKafka {
+        let topic = unique_name("tickets");
+        let kafka = TestKafka::on(self.brokers.clone(), self.options(), topic, partitions);
+        crate::support::tansu::create_topic(kafka.client(), &kafka.topic, partitions).await;
+        kafka
+    }
+}
