@@ -324,6 +324,17 @@ impl KafkaConnectionArgs {
                      only past resolved records)",
                 ));
             }
+            let refused = match known_to_librdkafka(name, value) {
+                Known::Yes => None,
+                Known::Unknown => Some("librdkafka has no such property".to_owned()),
+                Known::Invalid(message) => Some(format!(
+                    "{:?} rejected by librdkafka: {message}",
+                    shown_value(name, value)
+                )),
+            };
+            if let Some(message) = refused {
+                return Err(ConfigError::new(format!("--kafka-option {name}"), message));
+            }
             if is_secret_property(name) {
                 tracing::warn!(
                     property = %name,

@@ -573,13 +573,18 @@ mod tests {
             "--kafka-option",
             "session.timeout.ms=6000",
             "--kafka-option",
-            "a=b=c",
+            "client.rack=a=b",
         ])
         .unwrap();
         assert_eq!(settings.kafka.option("session.timeout.ms"), Some("6000"));
-        assert_eq!(settings.kafka.option("a"), Some("b=c"));
+        assert_eq!(settings.kafka.option("client.rack"), Some("a=b"));
         let error = run_args(&["--kafka-option", "novalue"]).unwrap_err();
         assert!(error.contains("--kafka-option"), "{error}");
+        let error = run_args(&["--kafka-option", "no.such.property=1"]).unwrap_err();
+        assert!(
+            error.contains("--kafka-option no.such.property") && error.contains("no such property"),
+            "{error}"
+        );
     }
 
     #[test]
