@@ -29,6 +29,8 @@ pub const BROKERS: Key = Key::new("brokers", "HISTORY_KAFKA_BROKERS");
 pub const TOPIC: Key = Key::new("topic", "HISTORY_KAFKA_TOPIC");
 pub const GROUP: Key = Key::new("group", "HISTORY_KAFKA_GROUP");
 pub const DATABASE_URL: Key = Key::new("database-url", "HISTORY_DATABASE_URL");
+pub const DATABASE_PASSWORD_FILE: Key =
+    Key::new("database-password-file", "HISTORY_DATABASE_PASSWORD_FILE");
 pub const MAX_UNRESOLVED: Key = Key::new("max-unresolved", "HISTORY_MAX_UNRESOLVED");
 pub const RETRY_INITIAL: Key = Key::new("retry-initial", "HISTORY_RETRY_INITIAL");
 pub const RETRY_MAX: Key = Key::new("retry-max", "HISTORY_RETRY_MAX");

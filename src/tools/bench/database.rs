@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::Pool;
 
 use super::BenchError;
+use crate::config::database::DatabaseSettings;
 use crate::domain::TicketEvent;
 use crate::inbox::Origin;
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
@@ -21,10 +22,24 @@ pub struct Databases {
 }
 
 impl Databases {
-    /// Uses `url`, or starts a durable throwaway cluster.
-    pub async fn prepare(url: Option<String>) -> Result<Databases, BenchError> {
-        if url.is_some() {
-            return Ok(Databases { cluster: None, url });
+    /// Uses `url` (with the password in `password_file`, if named), or starts a durable
+    /// throwaway cluster.
+    pub async fn prepare(
+        url: Option<String>,
+        password_file: Option<&Path>,
+    ) -> Result<Databases, BenchError> {
+        if let Some(url) = url {
+            let settings = DatabaseSettings::from_flags(url.as_str().into(), password_file)?;
+            settings.validate()?;
+            let url = match &settings.password {
+                Some(password) => crate::db::conninfo::with_password(&url, password.expose())
+                    .map_err(crate::db::DbError::from)?,
+                None => url,
+            };
+            return Ok(Databases {
+                cluster: None,
+                url: Some(url),
+            });
         }
         let options = ClusterOptions {
             durable: true,

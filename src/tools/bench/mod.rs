@@ -65,6 +65,8 @@ pub enum BenchError {
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
     Migrate(#[from] crate::inbox::MigrateError),
@@ -236,7 +238,11 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
         },
         load_at_start.map_or("unknown".into(), |l| format!("{:.2}", l[0]))
     );
-    let mut databases = Databases::prepare(args.database_url.clone()).await?;
+    let mut databases = Databases::prepare(
+        args.database_url.clone(),
+        args.database_password_file.as_deref(),
+    )
+    .await?;
     let machine = Machine::describe(databases.postgres_version().await, databases.data_dir());
     let measured = phases::measure_all(&plan, &mut databases).await;
     let own_database = databases.owns_cluster();
