@@ -16,6 +16,7 @@ mod inbox_batch;
 mod layout;
 mod live_rewind;
 mod migrations;
+mod pg_tls;
 mod poison;
 mod process;
 mod produce;

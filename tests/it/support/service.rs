@@ -20,6 +20,16 @@ pub struct ServiceProcess {
 impl ServiceProcess {
     /// Starts a member on the test's thread; it dies with that thread at the latest.
     pub fn spawn(db: &TestDb, kafka: &TestKafka, group: &str) -> ServiceProcess {
+        ServiceProcess::spawn_with(&db.url, kafka, group, &[])
+    }
+
+    /// [`ServiceProcess::spawn`] on the database `database_url`, with `extra` flags.
+    pub fn spawn_with(
+        database_url: &str,
+        kafka: &TestKafka,
+        group: &str,
+        extra: &[&str],
+    ) -> ServiceProcess {
         let admin = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-consumer")));
         let file = std::fs::File::create(&log).unwrap();
@@ -35,7 +45,8 @@ impl ServiceProcess {
                 "--group",
                 group,
             ])
-            .args(["--database-url", &db.url, "--admin-addr", &admin])
+            .args(["--database-url", database_url, "--admin-addr", &admin])
+            .args(extra)
             .args(["--kafka-option", "session.timeout.ms=6000"])
             .args(["--kafka-option", "heartbeat.interval.ms=500"])
             .args(["--commit-interval", "100ms", "--drain-timeout", "3s"])
