@@ -601,6 +601,29 @@ mod tests {
     }
 
     #[test]
+    fn a_database_url_mistake_names_the_flag_and_the_libpq_key() {
+        let cases = [
+            (
+                "postgres://host:notaport/db",
+                "--database-url / HISTORY_DATABASE_URL: the PostgreSQL client refused it",
+            ),
+            (
+                "postgres://h/db?sslmode=verify-everything",
+                "--database-url / HISTORY_DATABASE_URL: sslmode=verify-everything",
+            ),
+            (
+                "host=h sslmode=verify-ca sslrootcert=/nonexistent/ca",
+                "--database-url / HISTORY_DATABASE_URL: sslrootcert /nonexistent/ca",
+            ),
+        ];
+        for (url, expected) in cases {
+            let parsed = RunCommand::try_parse_from(["run", "--database-url", url]).unwrap();
+            let error = Settings::from_run_args(parsed.run).unwrap_err().to_string();
+            assert!(error.contains(expected), "{url}: {error}");
+        }
+    }
+
+    #[test]
     fn each_bad_setting_names_its_key() {
         let cases: [(&[&str], &str); 14] = [
             (&["--admin-addr", "nowhere"], "--admin-addr"),
@@ -635,8 +658,8 @@ mod tests {
             ),
             (&["--admin-db-pool-size", "0"], "--admin-db-pool-size"),
             (
-                &["--database-url", "postgres://host:notaport/db"],
-                "--database-url",
+                &["--database-password-file", "/nonexistent/password"],
+                "--database-password-file",
             ),
             (&["--commit-interval", "100"], "--commit-interval"),
             (&["--retry-initial", "0s"], "--retry-initial"),
