@@ -64,7 +64,7 @@ impl Conninfo {
 }
 
 /// Keys tokio-postgres reads itself, under libpq's names.
-const CLIENT_KEYS: [&str; 16] = [
+const CLIENT_KEYS: [&str; 17] = [
     "user",
     "password",
     "dbname",
@@ -81,6 +81,7 @@ const CLIENT_KEYS: [&str; 16] = [
     "keepalives_count",
     "target_session_attrs",
     "channel_binding",
+    "load_balance_hosts",
 ];
 
 /// Keys libpq knows that neither this crate nor tokio-postgres implements: refused by name
