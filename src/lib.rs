@@ -9,7 +9,8 @@
 //!    [`watermark`] (the contract's watermark), [`backoff`], [`stuck`] (when a partition
 //!    counts as stuck).
 //! 2. [`error_text`]: one line for an error and its causes.
-//! 3. [`db`] (connection pools) and [`metrics`] (the registry).
+//! 3. [`db`] (the connection string read as libpq reads it, TLS with its sslmode meaning, the
+//!    pools) and [`metrics`] (the registry).
 //! 4. [`config`]: the checked settings, every name and default in one place.
 //! 5. [`inbox`]: `process_history_once` over a repository trait (the contract), the PostgreSQL
 //!    repository and its batched form, dead letters and their replay, duplicate causes, the

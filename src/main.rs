@@ -83,7 +83,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             Command::Migrate(args) => {
-                let pool = history_consumer::db::pool(args.database_url.expose(), 1)?;
+                let pool = args.database()?.pool(1)?;
                 let report = history_consumer::inbox::migrate_pool(&pool).await?;
                 if report.applied.is_empty() {
                     println!("database is up to date");

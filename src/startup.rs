@@ -18,7 +18,7 @@ use crate::actors::{Checkpoint, Supervisor};
 use crate::admin::auth::Auth;
 use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
-use crate::db::{self, DbError};
+use crate::db::DbError;
 use crate::domain::ConnectionHealth;
 use crate::kafka::client::Prefetch;
 use crate::kafka::health::{HealthReporter, identity_of};
@@ -112,7 +112,8 @@ impl Application {
         kafka_config
             .create_native_config()
             .map_err(kafka_config_error)?;
-        let pool = db::pool(settings.database_url.expose(), runtime.db_pool_size)?;
+        let database = settings.database.database()?;
+        let pool = database.pool(runtime.db_pool_size)?;
         let report = crate::inbox::migrate_pool(&pool).await?;
         if !report.applied.is_empty() {
             tracing::info!(applied = ?report.applied, "database migrated");
@@ -197,7 +198,7 @@ impl Application {
             monitor,
             connection,
             pool: pool.clone(),
-            pages_pool: admin::pool::pool(settings.database_url.expose(), admin)?,
+            pages_pool: admin::pool::pool(&database, admin)?,
             metrics: metrics.clone(),
             auth: Auth::new(
                 admin,

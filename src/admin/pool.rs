@@ -5,12 +5,13 @@
 use deadpool_postgres::Pool;
 
 use crate::config::admin::AdminSettings;
-use crate::db::{DbError, client_config, pool_of};
+use crate::db::{Database, DbError, pool_of};
 
 /// A pool of `settings.db_pool_size` connections whose statements end after
 /// `settings.statement_timeout`; a page waits at most that long for a connection too.
-pub fn pool(database_url: &str, settings: &AdminSettings) -> Result<Pool, DbError> {
-    let mut config = client_config(database_url)?;
+pub fn pool(database: &Database, settings: &AdminSettings) -> Result<Pool, DbError> {
+    let mut database = database.clone();
+    let config = database.config_mut();
     let timeout_ms = settings.statement_timeout.as_millis();
     let options = match config.get_options() {
         Some(given) => format!("{given} -c statement_timeout={timeout_ms}"),
@@ -23,5 +24,5 @@ pub fn pool(database_url: &str, settings: &AdminSettings) -> Result<Pool, DbErro
         config.get_application_name().unwrap_or("history-consumer")
     );
     config.application_name(&name);
-    pool_of(config, settings.db_pool_size, settings.statement_timeout)
+    pool_of(database, settings.db_pool_size, settings.statement_timeout)
 }

@@ -60,6 +60,8 @@ pub const KAFKA_OAUTH_CLIENT_SECRET_FILE: Key = Key::new(
 );
 pub const KAFKA_OAUTH_SCOPE: Key = Key::new("kafka-oauth-scope", "HISTORY_KAFKA_OAUTH_SCOPE");
 pub const DATABASE_URL: Key = Key::new("database-url", "HISTORY_DATABASE_URL");
+pub const DATABASE_PASSWORD_FILE: Key =
+    Key::new("database-password-file", "HISTORY_DATABASE_PASSWORD_FILE");
 pub const MAX_UNRESOLVED: Key = Key::new("max-unresolved", "HISTORY_MAX_UNRESOLVED");
 pub const RETRY_INITIAL: Key = Key::new("retry-initial", "HISTORY_RETRY_INITIAL");
 pub const RETRY_MAX: Key = Key::new("retry-max", "HISTORY_RETRY_MAX");

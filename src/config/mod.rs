@@ -5,11 +5,13 @@
 //! setting's names are in [`key`], every default in [`defaults`]; durations are written as
 //! people write them (`100ms`, `40s`, `2m`, `12h`).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
 pub mod admin;
+pub mod database;
 pub mod defaults;
 pub mod kafka;
 pub mod key;
@@ -23,6 +25,7 @@ pub use secret::{Secret, parse_secret};
 use crate::backoff::Backoff;
 use crate::stuck::StuckRules;
 use admin::{AdminArgs, AdminSettings};
+use database::DatabaseSettings;
 
 /// A duration as people write it: `100ms`, `40s`, `2m`, `1h 30m`. A number alone is refused:
 /// its unit would be a guess.
@@ -50,16 +53,39 @@ pub struct MigrateArgs {
     #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
           value_parser = parse_secret)]
     pub database_url: Secret,
+    /// A file holding the database password (a trailing newline is ignored), e.g. a mounted
+    /// secret; the URL then has none.
+    #[arg(long = key::DATABASE_PASSWORD_FILE.long, env = key::DATABASE_PASSWORD_FILE.env,
+          value_name = "PATH")]
+    pub database_password_file: Option<PathBuf>,
+}
+
+impl MigrateArgs {
+    /// The database to migrate, checked.
+    pub fn database(&self) -> Result<crate::db::Database, ConfigError> {
+        DatabaseSettings::from_flags(
+            self.database_url.clone(),
+            self.database_password_file.as_deref(),
+        )?
+        .database()
+    }
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
-    /// PostgreSQL URL of the service's own database, e.g. postgres://user:pw@host/history.
+    /// PostgreSQL URL of the service's own database, e.g. postgres://user:pw@host/history or
+    /// `host=db dbname=history sslmode=verify-full sslrootcert=/ca.crt` (libpq's keys and
+    /// meaning; docs/postgres-tls.md).
     #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
           value_parser = parse_secret)]
     pub database_url: Secret,
+    /// A file holding the database password (a trailing newline is ignored), e.g. a mounted
+    /// secret; the URL then has none.
+    #[arg(long = key::DATABASE_PASSWORD_FILE.long, env = key::DATABASE_PASSWORD_FILE.env,
+          value_name = "PATH")]
+    pub database_password_file: Option<PathBuf>,
     #[command(flatten)]
     pub admin: AdminArgs,
     #[command(flatten)]
@@ -228,7 +254,7 @@ impl KafkaSettings {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub kafka: KafkaSettings,
-    pub database_url: Secret,
+    pub database: DatabaseSettings,
     pub admin: AdminSettings,
     pub runtime: RuntimeSettings,
 }
@@ -312,14 +338,6 @@ fn not_empty(value: &str, key: Key) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Refuses a database URL that is empty or that PostgreSQL's client cannot read.
-fn check_database_url(url: &Secret) -> Result<(), ConfigError> {
-    not_empty(url.expose(), key::DATABASE_URL)?;
-    crate::db::client_config(url.expose())
-        .map_err(|e| ConfigError::at(key::DATABASE_URL, crate::error_text::chain(&e)))?;
-    Ok(())
-}
-
 /// A duration as errors show it.
 fn shown(duration: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(duration)
@@ -331,7 +349,10 @@ impl Settings {
         let kafka = args.kafka.resolve()?;
         let settings = Settings {
             kafka,
-            database_url: args.database_url,
+            database: DatabaseSettings::from_flags(
+                args.database_url,
+                args.database_password_file.as_deref(),
+            )?,
             admin: AdminSettings::from_args(args.admin)?,
             runtime: RuntimeSettings::from_args(args.tuning),
         };
@@ -354,7 +375,7 @@ impl Settings {
                 ));
             }
         }
-        check_database_url(&self.database_url)?;
+        self.database.validate()?;
         self.admin.validate()?;
         self.runtime.validate(kafka)
     }
@@ -588,6 +609,29 @@ mod tests {
     }
 
     #[test]
+    fn a_database_url_mistake_names_the_flag_and_the_libpq_key() {
+        let cases = [
+            (
+                "postgres://host:notaport/db",
+                "--database-url / HISTORY_DATABASE_URL: the PostgreSQL client refused it",
+            ),
+            (
+                "postgres://h/db?sslmode=verify-everything",
+                "--database-url / HISTORY_DATABASE_URL: sslmode=verify-everything",
+            ),
+            (
+                "host=h sslmode=verify-ca sslrootcert=/nonexistent/ca",
+                "--database-url / HISTORY_DATABASE_URL: sslrootcert /nonexistent/ca",
+            ),
+        ];
+        for (url, expected) in cases {
+            let parsed = RunCommand::try_parse_from(["run", "--database-url", url]).unwrap();
+            let error = Settings::from_run_args(parsed.run).unwrap_err().to_string();
+            assert!(error.contains(expected), "{url}: {error}");
+        }
+    }
+
+    #[test]
     fn each_bad_setting_names_its_key() {
         let cases: [(&[&str], &str); 14] = [
             (&["--admin-addr", "nowhere"], "--admin-addr"),
@@ -622,8 +666,8 @@ mod tests {
             ),
             (&["--admin-db-pool-size", "0"], "--admin-db-pool-size"),
             (
-                &["--database-url", "postgres://host:notaport/db"],
-                "--database-url",
+                &["--database-password-file", "/nonexistent/password"],
+                "--database-password-file",
             ),
             (&["--commit-interval", "100"], "--commit-interval"),
             (&["--retry-initial", "0s"], "--retry-initial"),

@@ -2,12 +2,15 @@
 //! give. Kafka and database flags share the service's names and environment variables, so an
 //! operator's `HISTORY_*` environment applies to them as it does to `run`.
 
+use std::path::PathBuf;
+
 use chrono::{DateTime, Utc};
 use clap::Args;
 
+use super::database::DatabaseSettings;
 use super::{
-    ConfigError, KafkaArgs, KafkaConnection, KafkaConnectionArgs, Secret, check_database_url,
-    defaults, key, not_empty, parse_secret,
+    ConfigError, KafkaArgs, KafkaConnection, KafkaConnectionArgs, Secret, defaults, key, not_empty,
+    parse_secret,
 };
 use crate::domain::parse_point_in_time;
 use crate::error_text::chain;
@@ -23,6 +26,10 @@ pub struct VerifyArgs {
     #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
           value_parser = parse_secret)]
     pub database_url: Secret,
+    /// A file holding the database password (a trailing newline is ignored).
+    #[arg(long = key::DATABASE_PASSWORD_FILE.long, env = key::DATABASE_PASSWORD_FILE.env,
+          value_name = "PATH")]
+    pub database_password_file: Option<PathBuf>,
     /// Read from the first record at or after this time instead of each partition's start:
     /// RFC 3339 with a zone (2026-12-02T10:00:00Z) or milliseconds since 1970.
     #[arg(long, value_name = "TIME")]
@@ -41,7 +48,7 @@ pub struct VerifyArgs {
 pub struct VerifySettings {
     pub kafka: KafkaConnection,
     pub topic: String,
-    pub database_url: Secret,
+    pub database: DatabaseSettings,
     pub from: Option<DateTime<Utc>>,
     pub json: bool,
     pub max_payload_bytes: usize,
@@ -51,7 +58,11 @@ impl VerifySettings {
     pub fn from_args(args: VerifyArgs) -> Result<VerifySettings, ConfigError> {
         let kafka = args.kafka.resolve()?;
         not_empty(&args.topic, key::TOPIC)?;
-        check_database_url(&args.database_url)?;
+        let database = DatabaseSettings::from_flags(
+            args.database_url,
+            args.database_password_file.as_deref(),
+        )?;
+        database.validate()?;
         let from = args
             .from_datetime
             .as_deref()
@@ -66,7 +77,7 @@ impl VerifySettings {
         Ok(VerifySettings {
             kafka,
             topic: args.topic,
-            database_url: args.database_url,
+            database,
             from,
             json: args.json,
             max_payload_bytes: args.max_payload_bytes,
@@ -94,6 +105,10 @@ pub struct RewindArgs {
     #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
           value_parser = parse_secret)]
     pub database_url: Option<Secret>,
+    /// A file holding the database password (a trailing newline is ignored).
+    #[arg(long = key::DATABASE_PASSWORD_FILE.long, env = key::DATABASE_PASSWORD_FILE.env,
+          value_name = "PATH")]
+    pub database_password_file: Option<PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -110,7 +125,7 @@ pub struct RewindSettings {
     pub partitions: Option<Vec<i32>>,
     pub dry_run: bool,
     /// Required unless `dry_run`.
-    pub database_url: Option<Secret>,
+    pub database: Option<DatabaseSettings>,
     pub json: bool,
 }
 
@@ -125,9 +140,14 @@ impl RewindSettings {
             .as_deref()
             .map(|text| parse_partitions(text).map_err(|e| ConfigError::new("--partitions", e)))
             .transpose()?;
-        match (&args.database_url, args.dry_run) {
-            (Some(url), _) => check_database_url(url)?,
-            (None, true) => {}
+        let database = match (args.database_url, args.dry_run) {
+            (Some(url), _) => {
+                let database =
+                    DatabaseSettings::from_flags(url, args.database_password_file.as_deref())?;
+                database.validate()?;
+                Some(database)
+            }
+            (None, true) => None,
             (None, false) => {
                 return Err(ConfigError::at(
                     key::DATABASE_URL,
@@ -135,7 +155,7 @@ impl RewindSettings {
                      (admin_actions); only --dry-run goes without",
                 ));
             }
-        }
+        };
         Ok(RewindSettings {
             kafka: kafka.connection(),
             topic: kafka.topic,
@@ -143,7 +163,7 @@ impl RewindSettings {
             to,
             partitions,
             dry_run: args.dry_run,
-            database_url: args.database_url,
+            database,
             json: args.json,
         })
     }
@@ -224,7 +244,7 @@ mod tests {
         assert!(error.contains("--database-url"), "{error}");
         assert!(error.contains("--dry-run"), "{error}");
         let dry = rewind(&["--dry-run"]).unwrap();
-        assert!(dry.dry_run && dry.database_url.is_none());
+        assert!(dry.dry_run && dry.database.is_none());
         assert_eq!(dry.group, "history");
         let real = rewind(&["--database-url", "postgres://u@h/db", "--partitions", "0-1"]).unwrap();
         assert_eq!(real.partitions, Some(vec![0, 1]));

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::audit;
 use crate::config::recovery::RewindSettings;
-use crate::db::{self, DbError};
+use crate::db::DbError;
 use crate::domain::rewind::{Decision, TimeOffset, decide};
 use crate::error_text::chain;
 use crate::inbox::PgInboxError;
@@ -26,6 +26,8 @@ use crate::kafka::reader::{Found, ReaderConfig, ReaderError, TopicReader};
 /// The rewind was not carried out (or, for [`RewindError::Audit`], not recorded).
 #[derive(Debug, thiserror::Error)]
 pub enum RewindError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     #[error("could not connect to the database to record the rewind")]
     Db(#[from] DbError),
     #[error("could not connect to the database to record the rewind")]
@@ -168,9 +170,9 @@ impl RewindReport {
 /// Rewinds the group as `settings` say.
 pub async fn run(settings: &RewindSettings) -> Result<RewindReport, RewindError> {
     // The audit table is checked before anything moves.
-    let pool = match (&settings.database_url, settings.dry_run) {
-        (Some(url), false) => {
-            let pool = db::pool(url.expose(), 1)?;
+    let pool = match (&settings.database, settings.dry_run) {
+        (Some(database), false) => {
+            let pool = database.database()?.pool(1)?;
             drop(
                 pool.get()
                     .await

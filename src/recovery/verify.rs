@@ -14,7 +14,7 @@ use super::progress::Progress;
 use super::projection::{self, EventRecord};
 use super::report::{PartitionReport, Report, Verdict};
 use crate::config::recovery::VerifySettings;
-use crate::db::{self, DbError};
+use crate::db::DbError;
 use crate::domain::{DeadLetter, FetchedRecord};
 use crate::inbox::PgInboxError;
 use crate::kafka::reader::{Bounds, Flow, ReaderConfig, ReaderError, TopicReader};
@@ -28,6 +28,8 @@ const BATCHES_IN_FLIGHT: usize = 2;
 /// `verify` could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     #[error("could not connect to the database")]
     Db(#[from] DbError),
     #[error("could not connect to the database")]
@@ -49,7 +51,7 @@ enum FromReader {
 
 /// Verifies the projection against the topic.
 pub async fn run(settings: &VerifySettings) -> Result<Report, VerifyError> {
-    let pool = db::pool(settings.database_url.expose(), 2)?;
+    let pool = settings.database.database()?.pool(2)?;
     // Fail on the database before reading a topic that may be long.
     drop(
         pool.get()

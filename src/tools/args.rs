@@ -78,6 +78,10 @@ pub struct DemoArgs {
     /// database hiccups), e.g. postgres://user:pw@host/history.
     #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true)]
     pub database_url: Option<String>,
+    /// With --database-url: a file holding its password (a trailing newline is ignored).
+    #[arg(long = key::DATABASE_PASSWORD_FILE.long, env = key::DATABASE_PASSWORD_FILE.env,
+          value_name = "PATH")]
+    pub database_password_file: Option<std::path::PathBuf>,
     /// Address of the admin UI, /metrics and the health endpoints.
     #[arg(long, default_value = defaults::ADMIN_ADDR)]
     pub admin_addr: SocketAddr,
@@ -121,6 +125,9 @@ pub struct BenchArgs {
     /// skipped), e.g. postgres://user:pw@host/bench.
     #[arg(long, hide_env_values = true)]
     pub database_url: Option<String>,
+    /// With --database-url: a file holding its password (a trailing newline is ignored).
+    #[arg(long, value_name = "PATH", requires = "database_url")]
+    pub database_password_file: Option<std::path::PathBuf>,
     /// Where to write the report (its hand-written notes section is kept); the plots go to
     /// the directory `benchmarks` beside it.
     #[arg(long, default_value = "BENCHMARKS.md")]

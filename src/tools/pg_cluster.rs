@@ -3,6 +3,9 @@
 //! `initdb` into a temporary directory, `postgres` on a free loopback port, as `nobody` when we
 //! run as root (PostgreSQL refuses root). A watchdog process stops the server and removes the
 //! directory when this process dies, however it dies, so nothing outlives a crashed test run.
+//! Optionally with TLS and a `pg_hba.conf` that takes TCP connections over TLS only; the
+//! cluster's own administration (creating databases and roles) goes through its Unix socket,
+//! which stays trusted.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -47,6 +50,10 @@ pub struct ClusterOptions {
     /// `fsync=off` and friends: much faster, and fine for data nobody keeps.
     pub durable: bool,
     pub max_connections: u32,
+    /// TLS on (`ssl=on`) with these files.
+    pub tls: Option<ServerTls>,
+    /// Who may connect, and how.
+    pub access: Access,
 }
 
 impl Default for ClusterOptions {
@@ -54,7 +61,60 @@ impl Default for ClusterOptions {
         ClusterOptions {
             durable: false,
             max_connections: 300,
+            tls: None,
+            access: Access::Trusted,
         }
+    }
+}
+
+/// The server's TLS files. They are copied into the cluster's directory, the key made the
+/// server user's own with mode 0600 (PostgreSQL refuses a key others can read).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The authority client certificates must chain to (`ssl_ca_file`), for [`Login::Certificate`].
+    pub client_ca: Option<PathBuf>,
+}
+
+/// `pg_hba.conf`: who may connect over TCP, and how.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Access {
+    /// initdb's: every connection trusted, with TLS or without.
+    #[default]
+    Trusted,
+    /// Over TLS only (`hostssl`): each role logs in as the first rule naming it (or `all`)
+    /// says; no rule, no login.
+    TlsOnly(Vec<(String, Login)>),
+}
+
+/// How a role proves who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Login {
+    Trust,
+    /// A client certificate whose common name is the role (`cert`).
+    Certificate,
+    /// The role's password (`scram-sha-256`).
+    Password,
+}
+
+impl Access {
+    /// The `pg_hba.conf` text, `None` for initdb's own.
+    fn hba(&self) -> Option<String> {
+        let Access::TlsOnly(rules) = self else {
+            return None;
+        };
+        // The Unix socket stays trusted: the cluster administers itself through it.
+        let mut text = String::from("local all all trust\n");
+        for (role, login) in rules {
+            let method = match login {
+                Login::Trust => "trust",
+                Login::Certificate => "cert",
+                Login::Password => "scram-sha-256",
+            };
+            text.push_str(&format!("hostssl all {role} 127.0.0.1/32 {method}\n"));
+        }
+        Some(text)
     }
 }
 
@@ -104,6 +164,12 @@ impl TempCluster {
                     .into_owned(),
             });
         }
+        if let Some(hba) = options.access.hba() {
+            std::fs::write(data.join("pg_hba.conf"), hba).map_err(io("writing pg_hba.conf"))?;
+        }
+        if let Some(tls) = &options.tls {
+            install_tls(dir.path(), tls, as_nobody)?;
+        }
         let mut cluster = TempCluster {
             dir,
             bin,
@@ -133,17 +199,28 @@ impl TempCluster {
 
     /// Creates a database and returns its URL.
     pub async fn create_database(&self, name: &str) -> Result<String, tokio_postgres::Error> {
-        let (client, connection) =
-            tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await?;
-        let driver = tokio::spawn(connection);
         // Identifiers cannot be parameters; quote it as PostgreSQL does.
         let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-        let result = client
-            .batch_execute(&format!("CREATE DATABASE {quoted}"))
-            .await;
+        self.administer(&format!("CREATE DATABASE {quoted}"))
+            .await
+            .map(|()| self.url(name))
+    }
+
+    /// Runs `sql` as the superuser in the database `postgres`, through the Unix socket (the
+    /// cluster's own connection: trusted whatever [`Access`] says, never TLS).
+    pub async fn administer(&self, sql: &str) -> Result<(), tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::Config::new()
+            .host_path(self.dir.path())
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres")
+            .connect(tokio_postgres::NoTls)
+            .await?;
+        let driver = tokio::spawn(connection);
+        let result = client.batch_execute(sql).await;
         drop(client);
         let _ = driver.await;
-        result.map(|()| self.url(name))
+        result
     }
 
     /// Stops the server with a fast shutdown (clients are disconnected), keeping its data.
@@ -203,6 +280,20 @@ impl TempCluster {
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(io("sharing the server log"))?)
             .stderr(log);
+        if self.options.tls.is_some() {
+            let tls = self.dir.path().join(TLS_DIR);
+            command.args(["-c", "ssl=on"]);
+            for (setting, file) in [
+                ("ssl_cert_file", "server.crt"),
+                ("ssl_key_file", "server.key"),
+                ("ssl_ca_file", "ca.crt"),
+            ] {
+                let path = tls.join(file);
+                if path.exists() {
+                    command.args(["-c", &format!("{setting}={}", path.display())]);
+                }
+            }
+        }
         if !self.options.durable {
             for setting in [
                 "fsync=off",
@@ -303,6 +394,38 @@ pub fn find_binaries() -> Result<PathBuf, ClusterError> {
         .pop()
         .map(|(_, bin)| bin)
         .ok_or(ClusterError::BinariesNotFound)
+}
+
+/// The cluster directory's folder of TLS files.
+const TLS_DIR: &str = "tls";
+
+/// Copies the server's TLS files into the cluster's directory, readable by the server (whose
+/// user may not reach the files' own folder), the key by it alone.
+fn install_tls(dir: &Path, tls: &ServerTls, as_nobody: bool) -> Result<(), ClusterError> {
+    use std::os::unix::fs::PermissionsExt;
+    let target = dir.join(TLS_DIR);
+    std::fs::create_dir_all(&target).map_err(io("creating the TLS folder"))?;
+    let files = [
+        (Some(&tls.cert), "server.crt", 0o644),
+        (Some(&tls.key), "server.key", 0o600),
+        (tls.client_ca.as_ref(), "ca.crt", 0o644),
+    ];
+    let mut owned = vec![target.clone()];
+    for (source, name, mode) in files {
+        let Some(source) = source else { continue };
+        let path = target.join(name);
+        std::fs::copy(source, &path).map_err(io(format!("copying {}", source.display())))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .map_err(io(format!("setting the mode of {name}")))?;
+        owned.push(path);
+    }
+    if as_nobody {
+        for path in owned {
+            std::os::unix::fs::chown(&path, Some(NOBODY), Some(NOGROUP))
+                .map_err(io("handing the TLS files to nobody"))?;
+        }
+    }
+    Ok(())
 }
 
 fn is_root() -> bool {

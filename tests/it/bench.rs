@@ -69,6 +69,10 @@ async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() 
         "peak RSS, database down, backlog over 64 partitions",
         "all-replay (second group) / the same records inserted fresh",
         "p99 produce-to-commit at 50 % of the default B's rate",
+        "end-to-end over TLS (verify-full) / plaintext, default case",
+        "### Over TLS beside plaintext",
+        "| 1 | plaintext | first | 2,000 (",
+        "| 1 | TLS, verify-full | second | 2,000 (",
         "## What limits it",
         "kept by hand",
     ] {
@@ -82,7 +86,7 @@ async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() 
         .lines()
         .filter(|l| l.ends_with("| met |") || l.ends_with("| MISSED |"))
         .count();
-    assert_eq!(judged, 7, "{report}");
+    assert_eq!(judged, 8, "{report}");
     assert!(!report.contains("not measured"), "{report}");
     for plot in ["inbox-size", "partitions", "duplicates", "latency"] {
         let link = format!("(benchmarks/{plot}.svg)");

@@ -118,7 +118,11 @@ pub async fn run(args: &BenchArgs) -> Result<(), BenchError> {
         plan.letters,
         phase_names(&plan.phases)
     );
-    let databases = Databases::prepare(args.database_url.clone()).await?;
+    let databases = Databases::prepare(
+        args.database_url.clone(),
+        args.database_password_file.as_deref(),
+    )
+    .await?;
     let machine = Machine::describe(databases.postgres_version().await, databases.data_dir());
     let measured = measure_all(&plan, &databases).await;
     databases.close().await;

@@ -3,31 +3,70 @@
 //! told apart by their event-id prefixes). Also ceiling 2: the database alone, the same batched
 //! inbox transactions issued directly.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 
 use super::BenchError;
+use crate::config::database::DatabaseSettings;
 use crate::domain::TicketEvent;
 use crate::inbox::Origin;
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
-use crate::tools::pg_cluster::{ClusterOptions, TempCluster, find_binaries};
+use crate::tools::certs::Authority;
+use crate::tools::pg_cluster::{ClusterOptions, ServerTls, TempCluster, find_binaries};
+
+/// The name the TLS phase dials (an address its certificate names: verify-full checks it).
+const TLS_HOST: &str = "127.0.0.1";
 
 /// Where the runs' databases come from.
 pub struct Databases {
     cluster: Option<TempCluster>,
+    /// The authority of the throwaway cluster's certificate (`sslrootcert`), in a folder that
+    /// lives as long as the cluster.
+    tls: Option<(tempfile::TempDir, PathBuf)>,
     url: Option<String>,
 }
 
 impl Databases {
-    /// Uses `url`, or starts a durable throwaway cluster.
-    pub async fn prepare(url: Option<String>) -> Result<Databases, BenchError> {
-        if url.is_some() {
-            return Ok(Databases { cluster: None, url });
+    /// Uses `url` (with the password in `password_file`, if named), or starts a durable
+    /// throwaway cluster.
+    pub async fn prepare(
+        url: Option<String>,
+        password_file: Option<&Path>,
+    ) -> Result<Databases, BenchError> {
+        if let Some(url) = url {
+            let settings = DatabaseSettings::from_flags(url.as_str().into(), password_file)?;
+            settings.validate()?;
+            let url = match &settings.password {
+                Some(password) => crate::db::conninfo::with_password(&url, password.expose())
+                    .map_err(crate::db::DbError::from)?,
+                None => url,
+            };
+            return Ok(Databases {
+                cluster: None,
+                tls: None,
+                url: Some(url),
+            });
         }
+        // TLS on beside plaintext (initdb's pg_hba.conf takes both): the TLS phase compares them
+        // on the same server; every other phase connects with sslmode=disable.
+        let files = tempfile::Builder::new()
+            .prefix("history-bench-tls-")
+            .tempdir()
+            .map_err(|source| BenchError::Write {
+                path: "a temporary directory for the certificates".into(),
+                source,
+            })?;
+        let authority = Authority::new(files.path(), "bench-ca")?;
+        let server = authority.issue_server("server", &[TLS_HOST, "localhost"])?;
         let options = ClusterOptions {
             durable: true,
+            tls: Some(ServerTls {
+                cert: server.cert,
+                key: server.key,
+                client_ca: None,
+            }),
             ..ClusterOptions::default()
         };
         // initdb and waiting for the server take seconds: keep them off the actix thread.
@@ -36,20 +75,40 @@ impl Databases {
             .map_err(BenchError::Task)??;
         Ok(Databases {
             cluster: Some(cluster),
+            tls: Some((files, authority.cert_path)),
             url: None,
         })
     }
 
-    /// A database for one run: a new one of the throwaway cluster, else the given one.
+    /// A database for one run, reached in plaintext: a new one of the throwaway cluster, else
+    /// the given one.
     pub async fn fresh(&self, name: &str) -> Result<String, BenchError> {
         match (&self.cluster, &self.url) {
             (Some(cluster), _) => cluster
                 .create_database(name)
                 .await
+                .map(|url| format!("{url}?sslmode=disable"))
                 .map_err(BenchError::Query),
             (None, Some(url)) => Ok(url.clone()),
             (None, None) => unreachable!("prepared with a cluster or a URL"),
         }
+    }
+
+    /// A new database of the throwaway cluster reached over TLS with `sslmode=verify-full`
+    /// against the cluster's own authority; `None` with `--database-url`.
+    pub async fn fresh_tls(&self, name: &str) -> Result<Option<String>, BenchError> {
+        let (Some(cluster), Some((_, authority))) = (&self.cluster, &self.tls) else {
+            return Ok(None);
+        };
+        cluster
+            .create_database(name)
+            .await
+            .map_err(BenchError::Query)?;
+        Ok(Some(format!(
+            "postgres://postgres@{TLS_HOST}:{}/{name}?sslmode=verify-full&sslrootcert={}",
+            cluster.port(),
+            authority.display()
+        )))
     }
 
     /// Whether the benchmark owns the server (and so may stop it).
@@ -113,11 +172,12 @@ impl Databases {
         Ok(result?)
     }
 
-    /// Stops the throwaway cluster and removes its data.
+    /// Stops the throwaway cluster and removes its data and certificates.
     pub async fn close(mut self) {
         if let Some(cluster) = self.cluster.take() {
             let _ = tokio::task::spawn_blocking(move || drop(cluster)).await;
         }
+        self.tls = None;
     }
 }
 

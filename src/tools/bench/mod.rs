@@ -2,7 +2,8 @@
 //! how that changes as the work grows, measured in one run on this machine — end to end at
 //! several batch sizes, with a filled inbox, over more partitions, with more duplicates and as
 //! an all-replay, each beside its ceiling 2 (the database alone); ceiling 1 (Kafka alone);
-//! latency at a steady load; memory with the database down under a backlog — printed as tables,
+//! over TLS beside plaintext; latency at a steady load; memory with the database down under a
+//! backlog — printed as tables,
 //! judged against the targets and written to `BENCHMARKS.md` with its plots.
 //!
 //! Self-contained like `demo`: an embedded Kafka (a fresh mock broker per run), a throwaway
@@ -28,6 +29,7 @@ mod render;
 mod report;
 mod service;
 mod targets;
+mod tls_cost;
 mod topic;
 mod workload;
 
@@ -64,6 +66,10 @@ pub enum BenchError {
     Kafka(#[source] rdkafka::error::KafkaError),
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Certificates(#[from] crate::tools::certs::CertError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -236,7 +242,11 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
         },
         load_at_start.map_or("unknown".into(), |l| format!("{:.2}", l[0]))
     );
-    let mut databases = Databases::prepare(args.database_url.clone()).await?;
+    let mut databases = Databases::prepare(
+        args.database_url.clone(),
+        args.database_password_file.as_deref(),
+    )
+    .await?;
     let machine = Machine::describe(databases.postgres_version().await, databases.data_dir());
     let measured = phases::measure_all(&plan, &mut databases).await;
     let own_database = databases.owns_cluster();
@@ -268,6 +278,7 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
         kafka_only: measured.kafka_only,
         latency: measured.latency,
         backlog: measured.backlog,
+        tls: measured.tls,
     };
     println!();
     print!("{}", render::table(&report));

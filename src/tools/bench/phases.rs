@@ -1,13 +1,16 @@
 //! The order of a benchmark run: the backlog phases first (while the process holds nothing
-//! else), the default case with both ceilings, the batch sizes, the inbox sizes, the partition
-//! counts, the duplicate shares and the replay, the latency, and the default case once more at
-//! the end to show how far the machine drifted meanwhile.
+//! else), the default case with both ceilings, the default case over TLS beside plaintext, the
+//! batch sizes, the inbox sizes, the partition counts, the duplicate shares and the replay, the
+//! latency, and the default case once more at the end to show how far the machine drifted
+//! meanwhile.
 
 use super::ceilings::{self, DatabaseWork};
 use super::database::Databases;
 use super::end_to_end::{self, Published};
-use super::report::{Backlog, Case, CaseResult, CeilingResult, LatencyResult, Throughput, rows};
-use super::{BenchError, Plan, backlog, latency, prefill};
+use super::report::{
+    Backlog, Case, CaseResult, CeilingResult, LatencyResult, Throughput, TlsCost, rows,
+};
+use super::{BenchError, Plan, backlog, latency, prefill, tls_cost};
 use crate::config::RuntimeSettings;
 
 /// Everything the phases measured.
@@ -18,6 +21,7 @@ pub struct Measured {
     pub kafka_only: CeilingResult,
     pub latency: Option<LatencyResult>,
     pub backlog: Vec<Backlog>,
+    pub tls: TlsCost,
 }
 
 /// A case that ran, with what later phases may reuse.
@@ -47,6 +51,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
     }
     let (median, anchor_others) = median_run(anchor_runs);
     cases.push(median);
+    let tls = tls_cost::run(plan, databases).await?;
 
     for &batch_size in plan.batch_sizes.iter().filter(|b| **b != anchor.batch_size) {
         let case = Case {
@@ -121,6 +126,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
         kafka_only,
         latency,
         backlog,
+        tls,
     })
 }
 

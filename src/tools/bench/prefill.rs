@@ -40,10 +40,10 @@ const FILL_HISTORY: &str = "INSERT INTO history_events \
 /// history rows; returns how long it took.
 pub async fn fill(url: &str, rows: u64) -> Result<Duration, BenchError> {
     let started = Instant::now();
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    let client = crate::db::Database::new(url, None)?
+        .connect()
         .await
         .map_err(BenchError::Query)?;
-    let driver = tokio::spawn(connection);
     let filled = async {
         let rows = i64::try_from(rows).unwrap_or(i64::MAX);
         let per_run = i64::try_from(ROWS_PER_RUN).unwrap_or(i64::MAX);
@@ -69,7 +69,6 @@ pub async fn fill(url: &str, rows: u64) -> Result<Duration, BenchError> {
     };
     let result = filled.await;
     drop(client);
-    let _ = driver.await;
     result.map_err(BenchError::Query)?;
     Ok(started.elapsed())
 }

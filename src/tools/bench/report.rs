@@ -124,6 +124,30 @@ pub enum Backlog {
     Skipped(String),
 }
 
+/// The default case's records consumed from one topic in plaintext and over TLS
+/// (`sslmode=verify-full`), back to back.
+#[derive(Debug, Clone)]
+pub struct TlsPair {
+    pub plain: Throughput,
+    pub tls: Throughput,
+    /// Which of the two ran first (the order alternates from pair to pair).
+    pub tls_first: bool,
+}
+
+impl TlsPair {
+    /// Over TLS over plaintext.
+    pub fn ratio(&self) -> Option<f64> {
+        ratio(self.tls.rate, self.plain.rate)
+    }
+}
+
+/// The TLS phase, or why it did not run.
+#[derive(Debug, Clone)]
+pub enum TlsCost {
+    Measured(Vec<TlsPair>),
+    Skipped(String),
+}
+
 /// The latency phase: a steady producer at a share of the anchor's rate.
 #[derive(Debug, Clone)]
 pub struct LatencyResult {
@@ -174,6 +198,8 @@ pub struct Report {
     pub latency: Option<LatencyResult>,
     /// One backlog run per partition count.
     pub backlog: Vec<Backlog>,
+    /// The default case over TLS beside plaintext.
+    pub tls: TlsCost,
 }
 
 impl Report {
@@ -246,6 +272,24 @@ impl Report {
             ..replay.case
         };
         self.cases.iter().find(|c| c.case == fresh)
+    }
+
+    /// The TLS pairs measured (none when the phase was skipped).
+    pub fn tls_pairs(&self) -> &[TlsPair] {
+        match &self.tls {
+            TlsCost::Measured(pairs) => pairs,
+            TlsCost::Skipped(_) => &[],
+        }
+    }
+
+    /// The TLS pair with the median ratio, the one the target judges.
+    pub fn tls_median(&self) -> Option<&TlsPair> {
+        let mut pairs: Vec<&TlsPair> = self.tls_pairs().iter().collect();
+        pairs.sort_by(|a, b| {
+            let ratio = |p: &TlsPair| p.ratio().unwrap_or(0.0);
+            ratio(a).total_cmp(&ratio(b))
+        });
+        pairs.get(pairs.len() / 2).copied()
     }
 
     /// The largest partition count's backlog run.
@@ -456,6 +500,19 @@ pub(super) mod tests {
                 window: Duration::from_secs(5),
             }),
             backlog: vec![backlog(4, 70_000_000), backlog(64, 130_000_000)],
+            tls: TlsCost::Measured(vec![
+                tls_pair(88_000.0, 84_000.0, false),
+                tls_pair(87_000.0, 80_000.0, true),
+                tls_pair(89_000.0, 86_000.0, false),
+            ]),
+        }
+    }
+
+    pub fn tls_pair(plain: f64, tls: f64, tls_first: bool) -> TlsPair {
+        TlsPair {
+            plain: throughput(plain),
+            tls: throughput(tls),
+            tls_first,
         }
     }
 
@@ -484,6 +541,8 @@ pub(super) mod tests {
         assert_eq!(report.replayed().unwrap().case.duplicates, 0.0);
         assert_eq!(report.anchor().unwrap().run.rate, 90_000.0);
         assert_eq!(report.widest_backlog().unwrap().partitions, 64);
+        // Ratios 0.95, 0.92, 0.97: the median pair is the first.
+        assert_eq!(report.tls_median().unwrap().plain.rate, 88_000.0);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub fn settings(brokers: &str, topic: &str, database_url: &str, batch_size: usiz
             ]
             .into(),
         },
-        database_url: database_url.into(),
+        database: database_url.into(),
         admin: AdminSettings {
             addr: ([127, 0, 0, 1], 0).into(),
             ..AdminSettings::default()

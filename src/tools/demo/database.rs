@@ -1,23 +1,38 @@
 //! The demo's PostgreSQL: a throwaway cluster (or the database `--database-url` names), and the
 //! two questions the demo asks it: one ticket's history, and how many of its events are stored.
 
+use std::path::Path;
+
 use deadpool_postgres::Pool;
 
 use super::DemoError;
+use crate::config::database::DatabaseSettings;
 use crate::tools::pg_cluster::{ClusterOptions, TempCluster};
 
 /// The database the demo's consumer writes to.
 pub struct Database {
-    pub url: String,
+    pub settings: DatabaseSettings,
     /// The throwaway cluster, when the demo owns one (dropping it removes its data).
     pub cluster: Option<TempCluster>,
 }
 
 impl Database {
-    /// Uses `url`, or starts a throwaway cluster with a `history` database.
-    pub async fn prepare(url: Option<String>) -> Result<Database, DemoError> {
+    /// Uses `url` (with the password in `password_file`, if named), or starts a throwaway
+    /// cluster with a `history` database.
+    pub async fn prepare(
+        url: Option<String>,
+        password_file: Option<&Path>,
+    ) -> Result<Database, DemoError> {
         if let Some(url) = url {
-            return Ok(Database { url, cluster: None });
+            let settings = DatabaseSettings::from_flags(url.into(), password_file)
+                .map_err(|e| DemoError::Startup(e.into()))?;
+            settings
+                .validate()
+                .map_err(|e| DemoError::Startup(e.into()))?;
+            return Ok(Database {
+                settings,
+                cluster: None,
+            });
         }
         // initdb and waiting for the server take seconds: keep them off the actix thread.
         let cluster = tokio::task::spawn_blocking(|| TempCluster::start(ClusterOptions::default()))
@@ -28,7 +43,7 @@ impl Database {
             .await
             .map_err(DemoError::Query)?;
         Ok(Database {
-            url,
+            settings: url.into(),
             cluster: Some(cluster),
         })
     }

@@ -27,6 +27,7 @@ use crate::actors::messages::GetStatus;
 use crate::actors::status::ServiceStatus;
 use crate::backoff::Backoff;
 use crate::config::admin::AdminSettings;
+use crate::config::database::DatabaseSettings;
 use crate::config::{KafkaSettings, RuntimeSettings, Settings};
 use crate::error_text::chain;
 use crate::startup::{AppHandle, Application, StartupError};
@@ -100,9 +101,18 @@ enum Ending {
 pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     check_admin_addr(args.admin_addr)?;
     let kafka = EmbeddedKafka::start().map_err(DemoError::Kafka)?;
-    let mut database = Database::prepare(args.database_url.clone()).await?;
+    let mut database = Database::prepare(
+        args.database_url.clone(),
+        args.database_password_file.as_deref(),
+    )
+    .await?;
     let token = format!("{:032x}", rand::random::<u128>());
-    let settings = demo_settings(&kafka.brokers, &database.url, args.admin_addr, &token);
+    let settings = demo_settings(
+        &kafka.brokers,
+        database.settings.clone(),
+        args.admin_addr,
+        &token,
+    );
     let app = Application::build(settings)
         .await
         .map_err(|error| match error {
@@ -148,7 +158,7 @@ fn check_admin_addr(addr: SocketAddr) -> Result<(), DemoError> {
 /// The service's settings for the demo.
 fn demo_settings(
     brokers: &str,
-    database_url: &str,
+    database: DatabaseSettings,
     admin_addr: SocketAddr,
     token: &str,
 ) -> Settings {
@@ -164,7 +174,7 @@ fn demo_settings(
             ]
             .into(),
         },
-        database_url: database_url.into(),
+        database,
         admin: AdminSettings {
             addr: admin_addr,
             token: Some(token.into()),

@@ -38,7 +38,7 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
             .collect::<Vec<_>>()
             .into(),
         },
-        database_url: db_url.into(),
+        database: db_url.into(),
         admin: AdminSettings {
             addr: "127.0.0.1:0".parse().unwrap(),
             token: Some(ADMIN_TOKEN.into()),
