@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 
 use crate::support::app::spawn_app;
@@ -24,13 +23,13 @@ const ROUNDS: usize = 3;
 /// batch uncompressed when compressing would not make it smaller).
 const PER_BATCH: usize = 8;
 /// Valid events over the whole topic.
-const VALID: usize = ROUNDS * CODECS.len() * PARTITIONS as usize * PER_BATCH;
+pub(crate) const VALID: usize = ROUNDS * CODECS.len() * PARTITIONS as usize * PER_BATCH;
 /// One malformed record per codec and partition, in the first round's batch.
 const MALFORMED: usize = CODECS.len() * PARTITIONS as usize;
 
 fn producer(kafka: &TestKafka, codec: &str) -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", &kafka.brokers)
+    kafka
+        .client()
         .set("compression.type", codec)
         // All of a batch is queued at once: the linger only has to outlast the queueing.
         .set("linger.ms", "50")
@@ -51,7 +50,7 @@ fn event(codec: &str, round: usize, partition: i32, n: usize) -> Vec<u8> {
 
 /// Produces [`VALID`] events and [`MALFORMED`] records, each codec its own producer, one batch
 /// per codec, partition and round, and waits for every acknowledgement.
-async fn produce_every_codec(kafka: &TestKafka) {
+pub(crate) async fn produce_every_codec(kafka: &TestKafka) {
     let producers: Vec<(&str, FutureProducer)> = CODECS
         .iter()
         .map(|&codec| (codec, producer(kafka, codec)))
@@ -93,7 +92,7 @@ async fn produce_every_codec(kafka: &TestKafka) {
 }
 
 /// Every valid event stored once, per codec, and every malformed record dead-lettered.
-async fn assert_every_codec_stored_once(db: &TestDb) {
+pub(crate) async fn assert_every_codec_stored_once(db: &TestDb) {
     assert_stored_once(db, VALID).await;
     for codec in CODECS {
         let stored = db
@@ -123,7 +122,7 @@ async fn stored_per_codec(db: &TestDb) -> String {
     counts.join(", ")
 }
 
-async fn wait_all_stored(db: &TestDb) {
+pub(crate) async fn wait_all_stored(db: &TestDb) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while (db.scalar("SELECT count(*) FROM history_events").await as usize) < VALID {
         if Instant::now() > deadline {

@@ -1,6 +1,7 @@
-//! The Kafka connection flags from outside: the release binary started with them, its secrets
-//! never shown, OIDC client credentials reaching a token endpoint, and (with the broker behind
-//! TLS or with SASL) every valid event stored once.
+//! The Kafka connection flags from outside: the binary started with them, its secrets never
+//! shown, OIDC client credentials reaching a token endpoint, and every valid event stored once
+//! over SASL SCRAM (both mechanisms, with and without TLS), mutual TLS and a Java client's
+//! properties file — on tansu, since the mock cluster speaks neither TLS nor SASL.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,9 +9,12 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::support::helpers::{test_database, unique_name, wait_for};
-use crate::support::kafka::TestKafka;
+use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::support::kafka::{TestKafka, produce, wait_committed};
+use crate::support::sasl_kafka::{self, sasl_options};
 use crate::support::service::ServiceProcess;
+use crate::support::tansu::create_topic;
+use crate::support::tls_kafka::{self, tls_options};
 
 /// One HTTP request as a token endpoint received it.
 #[derive(Debug, Clone)]
@@ -213,4 +217,121 @@ async fn a_kafka_secret_given_as_a_flag_warns_without_showing_it() {
     .await;
     assert!(log.contains("kafka-sasl-password"), "{log}");
     assert!(!log.contains("flag-password-5a5a"), "{log}");
+}
+
+/// The service as a binary on `kafka` with `flags`, `events` produced (over the broker's own
+/// client options), then every one stored once and the group committed at the end.
+async fn stored_once_through_the_binary(
+    kafka: &TestKafka,
+    brokers: &str,
+    flags: &[&str],
+    events: usize,
+) -> TestDb {
+    let db = test_database().await;
+    let group = unique_name("secure");
+    let mut service = ServiceProcess::spawn_with(&db.url, brokers, &kafka.topic, &group, flags);
+    produce(kafka, 0..events).await;
+    let ends = kafka.ends().await;
+    wait_committed(kafka, &group, &ends, Duration::from_secs(90)).await;
+    assert_stored_once(&db, events).await;
+    service.sigterm();
+    assert_eq!(service.wait_exit(Duration::from_secs(30)).await, Some(0));
+    let log = std::fs::read_to_string(&service.log).unwrap();
+    assert!(!log.contains("kafka connection failing"), "{log}");
+    db
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scram_sha_256_over_tls_with_the_first_class_flags_stores_every_event_once_on_tansu() {
+    let sasl = sasl_kafka::server();
+    let broker = sasl.over_tls();
+    let mut options = tls_options(&broker.authority.cert_path);
+    options[0].1 = "sasl_ssl".into();
+    options.extend(sasl_options(&sasl.user, &sasl.password).into_iter().skip(1));
+    let topic = unique_name("tickets");
+    let kafka = TestKafka::on(broker.brokers.clone(), options, topic, 2);
+    create_topic(kafka.client(), &kafka.topic, 2).await;
+    let password = secret_file(&sasl.password);
+    let ca = broker.authority.cert_path.display().to_string();
+    stored_once_through_the_binary(
+        &kafka,
+        &broker.brokers,
+        &[
+            "--kafka-security-protocol",
+            "SASL_SSL",
+            "--kafka-sasl-mechanism",
+            "SCRAM-SHA-256",
+            "--kafka-sasl-username",
+            &sasl.user,
+            "--kafka-sasl-password-file",
+            password.path().to_str().unwrap(),
+            "--kafka-ssl-ca-file",
+            &ca,
+        ],
+        40,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scram_sha_512_from_a_java_clients_properties_file_stores_every_event_once_on_tansu() {
+    let sasl = sasl_kafka::server();
+    let options = vec![
+        ("security.protocol".to_owned(), "sasl_plaintext".to_owned()),
+        ("sasl.mechanism".to_owned(), "SCRAM-SHA-512".to_owned()),
+        ("sasl.username".to_owned(), sasl.user_512.clone()),
+        ("sasl.password".to_owned(), sasl.password_512.clone()),
+    ];
+    let topic = unique_name("tickets");
+    let kafka = TestKafka::on(sasl.brokers.clone(), options, topic, 2);
+    create_topic(kafka.client(), &kafka.topic, 2).await;
+    // As a Java client's client.properties has it: the login in sasl.jaas.config, settings
+    // librdkafka does not know, and the brokers (no --brokers given).
+    let properties = secret_file(&format!(
+        "# written for a Java client\n\
+         bootstrap.servers={brokers}\n\
+         security.protocol=SASL_PLAINTEXT\n\
+         sasl.mechanism=SCRAM-SHA-512\n\
+         sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    \
+         username=\"{user}\" password=\"{password}\";\n\
+         key.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n\
+         client.dns.lookup=use_all_dns_ips\n",
+        brokers = sasl.brokers,
+        user = sasl.user_512,
+        password = sasl.password_512,
+    ));
+    stored_once_through_the_binary(
+        &kafka,
+        "",
+        &["--kafka-config-file", properties.path().to_str().unwrap()],
+        40,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mutual_tls_with_the_certificate_flags_stores_every_event_once_on_tansu() {
+    let broker = tls_kafka::mutual_server();
+    let kafka = broker.topic(2).await;
+    let (ca, cert, key) = (
+        broker.authority.cert_path.display().to_string(),
+        broker.client.cert.display().to_string(),
+        broker.client.key.display().to_string(),
+    );
+    stored_once_through_the_binary(
+        &kafka,
+        &broker.brokers,
+        &[
+            "--kafka-security-protocol",
+            "ssl",
+            "--kafka-ssl-ca-file",
+            &ca,
+            "--kafka-ssl-cert-file",
+            &cert,
+            "--kafka-ssl-key-file",
+            &key,
+        ],
+        40,
+    )
+    .await;
 }

@@ -8,21 +8,40 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::helpers::unique_name;
+use history_consumer::tools::certs::Authority;
+
+use crate::support::helpers::{free_port, unique_name};
 use crate::support::kafka::TestKafka;
 use crate::support::tansu::{Launch, TansuServer};
+use crate::support::tls_kafka::{Clients, Front, start_front};
 
 /// The mechanism the user is created for.
 pub const MECHANISM: &str = "SCRAM-SHA-256";
 
-/// The authenticating broker and its user.
+/// The authenticating broker and its users.
 pub struct SaslKafka {
     /// `bootstrap.servers` of the authenticating broker.
     pub brokers: String,
+    /// A user with a SCRAM-SHA-256 credential.
     pub user: String,
     pub password: String,
+    /// A user with a SCRAM-SHA-512 credential.
+    pub user_512: String,
+    pub password_512: String,
+    /// Where the users live (`users.db`), for more brokers on the same file.
+    dir: PathBuf,
+    binary: PathBuf,
     _plain: TansuServer,
     _authenticating: TansuServer,
+}
+
+/// An authenticating broker on the same users, reached only over TLS (SASL_SSL): tansu
+/// advertises its TLS front.
+pub struct SaslTlsKafka {
+    pub brokers: String,
+    pub authority: Authority,
+    _front: Front,
+    _tansu: TansuServer,
 }
 
 /// The SASL broker every SASL test of this process shares, started on first use.
@@ -77,23 +96,30 @@ impl SaslKafka {
         })?;
         let user = "history".to_owned();
         let password = unique_name("secret");
-        let created = Command::new(&binary)
-            .args(["user", "create", &user, &password])
-            .args(["--mechanism", "scram256"])
-            .args(["--broker", &format!("tcp://{}", plain.brokers)])
-            .current_dir(&dir)
-            .output()
-            .map_err(|e| format!("running tansu user create: {e}"))?;
-        if !created.status.success() {
-            return Err(format!(
-                "tansu user create failed ({}): {}",
-                created.status,
-                String::from_utf8_lossy(&created.stderr)
-            ));
+        let user_512 = "history512".to_owned();
+        let password_512 = unique_name("secret");
+        for (name, secret, mechanism) in [
+            (&user, &password, "scram256"),
+            (&user_512, &password_512, "scram512"),
+        ] {
+            let created = Command::new(&binary)
+                .args(["user", "create", name, secret])
+                .args(["--mechanism", mechanism])
+                .args(["--broker", &format!("tcp://{}", plain.brokers)])
+                .current_dir(&dir)
+                .output()
+                .map_err(|e| format!("running tansu user create: {e}"))?;
+            if !created.status.success() {
+                return Err(format!(
+                    "tansu user create failed ({}): {}",
+                    created.status,
+                    String::from_utf8_lossy(&created.stderr)
+                ));
+            }
         }
         let options = sasl_options(&user, &password);
         let authenticating = TansuServer::launch(&Launch {
-            binary,
+            binary: binary.clone(),
             storage,
             dir: Some(&dir),
             authentication: Some(&options),
@@ -103,6 +129,10 @@ impl SaslKafka {
             brokers: authenticating.brokers.clone(),
             user,
             password,
+            user_512,
+            password_512,
+            dir,
+            binary,
             _plain: plain,
             _authenticating: authenticating,
         })
@@ -111,6 +141,38 @@ impl SaslKafka {
     /// The properties of a client that logs in as the broker's user.
     pub fn options(&self) -> Vec<(String, String)> {
         sasl_options(&self.user, &self.password)
+    }
+
+    /// An authenticating broker on the same users behind a TLS front, started once.
+    pub fn over_tls(&self) -> &'static SaslTlsKafka {
+        static SERVER: OnceLock<SaslTlsKafka> = OnceLock::new();
+        SERVER.get_or_init(|| {
+            self.start_over_tls()
+                .unwrap_or_else(|error| panic!("{error}"))
+        })
+    }
+
+    fn start_over_tls(&self) -> Result<SaslTlsKafka, String> {
+        let authority = Authority::new(&self.dir, "sasl-kafka-ca").map_err(|e| e.to_string())?;
+        let server = authority
+            .issue_server("sasl-broker", &["localhost", "127.0.0.1"])
+            .map_err(|e| e.to_string())?;
+        let port = free_port();
+        let options = self.options();
+        let tansu = TansuServer::launch(&Launch {
+            binary: self.binary.clone(),
+            storage: "sqlite://users.db",
+            dir: Some(&self.dir),
+            authentication: Some(&options),
+            advertised: Some(port),
+        })?;
+        let front = start_front(&self.dir, &server, &tansu.brokers, port, Clients::Any)?;
+        Ok(SaslTlsKafka {
+            brokers: front.brokers.clone(),
+            authority,
+            _front: front,
+            _tansu: tansu,
+        })
     }
 
     /// A fresh topic with `partitions` partitions, reached with the user's credentials.

@@ -53,15 +53,14 @@ impl ServiceProcess {
         let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
         killed_when_the_spawning_thread_ends(&mut command);
         let child = command
-            .args([
-                "run",
-                "--brokers",
-                brokers,
-                "--topic",
-                topic,
-                "--group",
-                group,
-            ])
+            .arg("run")
+            // No --brokers: from the Kafka config file among `extra`, say.
+            .args(
+                ["--brokers", brokers]
+                    .iter()
+                    .filter(|_| !brokers.is_empty()),
+            )
+            .args(["--topic", topic, "--group", group])
             .args(["--database-url", database_url, "--admin-addr", &admin])
             .args(["--kafka-option", "session.timeout.ms=6000"])
             .args(["--kafka-option", "heartbeat.interval.ms=500"])

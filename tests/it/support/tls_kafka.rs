@@ -78,6 +78,82 @@ pub fn server() -> &'static TlsKafka {
     SERVER.get_or_init(|| TlsKafka::start().unwrap_or_else(|error| panic!("{error}")))
 }
 
+/// A broker of its own reached only over mutual TLS: its front asks every client for a
+/// certificate issued by an authority of its own, and tansu advertises that front, so every
+/// connection after the bootstrap needs one too.
+pub struct MutualKafka {
+    pub brokers: String,
+    /// The authority of the front's certificate (what clients trust).
+    pub authority: Authority,
+    /// A client certificate it accepts.
+    pub client: Issued,
+    _front: Front,
+    _tansu: TansuServer,
+}
+
+/// The mutual-TLS broker of this test process, started on first use.
+pub fn mutual_server() -> &'static MutualKafka {
+    static SERVER: OnceLock<MutualKafka> = OnceLock::new();
+    SERVER.get_or_init(|| MutualKafka::start().unwrap_or_else(|error| panic!("{error}")))
+}
+
+impl MutualKafka {
+    fn start() -> Result<MutualKafka, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("mtls-kafka")
+            .tempdir()
+            .map_err(|e| e.to_string())?
+            .keep();
+        let authority = Authority::new(&dir, "kafka-ca").map_err(|e| e.to_string())?;
+        let clients = Authority::new(&dir, "client-ca").map_err(|e| e.to_string())?;
+        let server = authority
+            .issue_server("broker", &["localhost", "127.0.0.1"])
+            .map_err(|e| e.to_string())?;
+        let client = clients
+            .issue_client("history", "history-consumer")
+            .map_err(|e| e.to_string())?;
+        let port = free_port();
+        let tansu = TansuServer::start_advertising(Some(port))?;
+        let front = start_front(
+            &dir,
+            &server,
+            &tansu.brokers,
+            port,
+            Clients::CertifiedBy(&clients.cert_path),
+        )?;
+        clean_up_at_exit(front.child.id(), &dir);
+        Ok(MutualKafka {
+            brokers: front.brokers.clone(),
+            authority,
+            client,
+            _front: front,
+            _tansu: tansu,
+        })
+    }
+
+    /// The properties of a client with the accepted certificate.
+    pub fn options(&self) -> Vec<(String, String)> {
+        let mut options = tls_options(&self.authority.cert_path);
+        options.push((
+            "ssl.certificate.location".into(),
+            self.client.cert.display().to_string(),
+        ));
+        options.push((
+            "ssl.key.location".into(),
+            self.client.key.display().to_string(),
+        ));
+        options
+    }
+
+    /// A fresh topic with `partitions` partitions, reached over mutual TLS.
+    pub async fn topic(&self, partitions: i32) -> TestKafka {
+        let topic = unique_name("tickets");
+        let kafka = TestKafka::on(self.brokers.clone(), self.options(), topic, partitions);
+        crate::support::tansu::create_topic(kafka.client(), &kafka.topic, partitions).await;
+        kafka
+    }
+}
+
 /// librdkafka properties of a client that speaks TLS and trusts the authority at `ca`.
 pub fn tls_options(ca: &Path) -> Vec<(String, String)> {
     vec![
@@ -155,7 +231,7 @@ impl TlsKafka {
 
 /// Starts stunnel on `port`, forwarding to `backend`, with its files in `dir`, and waits until
 /// it accepts connections.
-fn start_front(
+pub fn start_front(
     dir: &Path,
     server: &Issued,
     backend: &str,
