@@ -15,7 +15,7 @@ use crate::support::service::ServiceProcess;
 
 /// librdkafka's `compression.type` values, each a producer of its own.
 const CODECS: [&str; 5] = ["none", "gzip", "snappy", "lz4", "zstd"];
-const PARTITIONS: i32 = 3;
+pub(crate) const PARTITIONS: i32 = 3;
 /// Every codec writes one batch to every partition per round, so batches of all codecs
 /// alternate in each partition.
 const ROUNDS: usize = 3;

@@ -20,7 +20,7 @@ const DIAGNOSIS_DEADLINE: Duration = Duration::from_secs(30);
 
 /// `GET path` on `addr`: status and body, or `None` while nothing answers. Every answer must
 /// come within a second, whatever the broker does.
-async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
+pub(crate) async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()
@@ -42,7 +42,7 @@ async fn get(addr: &str, path: &str) -> Option<(u16, String)> {
 }
 
 /// Waits until `/readyz` answers 503 naming `problem`; its body.
-async fn not_ready_for(addr: &str, problem: &str) -> serde_json::Value {
+pub(crate) async fn not_ready_for(addr: &str, problem: &str) -> serde_json::Value {
     wait_for(
         DIAGNOSIS_DEADLINE,
         &format!("/readyz to answer 503 for {problem}"),
@@ -55,7 +55,7 @@ async fn not_ready_for(addr: &str, problem: &str) -> serde_json::Value {
     .await
 }
 
-async fn nothing_stored_nor_committed(
+pub(crate) async fn nothing_stored_nor_committed(
     db: &crate::support::helpers::TestDb,
     kafka: &TestKafka,
     group: &str,

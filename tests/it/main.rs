@@ -20,6 +20,7 @@ mod kafka_security;
 mod layout;
 mod live_rewind;
 mod migrations;
+mod outside;
 mod pg_tls;
 mod poison;
 mod process;

@@ -28,9 +28,9 @@ const CERTIFIED_ROLE: &str = "certified";
 
 /// A TLS-only cluster whose certificate names `localhost` and `127.0.0.1`, the authority that
 /// signed it, another authority, and a client certificate for [`CERTIFIED_ROLE`].
-struct TlsServer {
+pub(crate) struct TlsServer {
     cluster: TempCluster,
-    ca: PathBuf,
+    pub(crate) ca: PathBuf,
     other_ca: PathBuf,
     client: Issued,
     _files: tempfile::TempDir,
@@ -64,7 +64,7 @@ fn start_tls_cluster(hosts: &[&str], rules: Vec<(String, Login)>) -> TlsServer {
 
 /// The TLS cluster most tests share: the password role by scram-sha-256, the certified role by
 /// its certificate, everyone else (the superuser) trusted — all over TLS only.
-async fn tls_server() -> &'static TlsServer {
+pub(crate) async fn tls_server() -> &'static TlsServer {
     static SERVER: OnceCell<TlsServer> = OnceCell::const_new();
     SERVER
         .get_or_init(|| async {
@@ -91,7 +91,7 @@ async fn tls_server() -> &'static TlsServer {
 
 impl TlsServer {
     /// A fresh database owned by `owner`.
-    async fn database(&self, owner: &str) -> String {
+    pub(crate) async fn database(&self, owner: &str) -> String {
         let name = unique_name("tls");
         self.cluster
             .administer(&format!("CREATE DATABASE {name} OWNER {owner}"))
@@ -101,7 +101,7 @@ impl TlsServer {
     }
 
     /// `postgres://user@host:port/database?params`.
-    fn url(&self, user: &str, host: &str, database: &str, params: &str) -> String {
+    pub(crate) fn url(&self, user: &str, host: &str, database: &str, params: &str) -> String {
         format!(
             "postgres://{user}@{host}:{}/{database}?{params}",
             self.cluster.port()
