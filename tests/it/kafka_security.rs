@@ -227,9 +227,20 @@ async fn stored_once_through_the_binary(
     flags: &[&str],
     events: usize,
 ) -> TestDb {
+    stored_once_through_the_binary_with_env(kafka, brokers, flags, &[], events).await
+}
+
+async fn stored_once_through_the_binary_with_env(
+    kafka: &TestKafka,
+    brokers: &str,
+    flags: &[&str],
+    env: &[(&str, &str)],
+    events: usize,
+) -> TestDb {
     let db = test_database().await;
     let group = unique_name("secure");
-    let mut service = ServiceProcess::spawn_with(&db.url, brokers, &kafka.topic, &group, flags);
+    let mut service =
+        ServiceProcess::spawn_with_env(&db.url, brokers, &kafka.topic, &group, flags, env);
     produce(kafka, 0..events).await;
     let ends = kafka.ends().await;
     wait_committed(kafka, &group, &ends, Duration::from_secs(90)).await;
@@ -332,6 +343,23 @@ async fn mutual_tls_with_the_certificate_flags_stores_every_event_once_on_tansu(
             &key,
         ],
         40,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_without_a_ca_file_trusts_the_system_store_on_tansu() {
+    let broker = tls_kafka::server();
+    let kafka = broker.topic(2).await;
+    let store = broker.authority.cert_path.display().to_string();
+    // OpenSSL's default store, as on a host whose ca-certificates hold the broker's authority
+    // (a public one, for a managed service).
+    stored_once_through_the_binary_with_env(
+        &kafka,
+        &broker.brokers,
+        &["--kafka-security-protocol", "ssl"],
+        &[("SSL_CERT_FILE", &store), ("SSL_CERT_DIR", "/nonexistent")],
+        30,
     )
     .await;
 }
