@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use crate::kafka_connection::not_ready_for;
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
 use crate::support::kafka::{TestKafka, produce, wait_committed};
 use crate::support::sasl_kafka::{self, sasl_options};
@@ -362,4 +363,36 @@ async fn tls_without_a_ca_file_trusts_the_system_store_on_tansu() {
         30,
     )
     .await;
+}
+
+/// tansu 0.6 offers SCRAM only (it leaves rsasl's PLAIN out), so PLAIN is proven against a
+/// broker only as far as this: librdkafka sends it, and the operator is told the broker refused
+/// the mechanism, naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_plain_against_a_broker_without_it_is_named_as_a_refused_mechanism_on_tansu() {
+    let sasl = sasl_kafka::server();
+    let db = test_database().await;
+    let password = secret_file(&sasl.password);
+    let service = ServiceProcess::spawn_with(
+        &db.url,
+        &sasl.brokers,
+        &unique_name("tickets"),
+        &unique_name("plain"),
+        &[
+            "--kafka-security-protocol",
+            "sasl_plaintext",
+            "--kafka-sasl-mechanism",
+            "PLAIN",
+            "--kafka-sasl-username",
+            &sasl.user,
+            "--kafka-sasl-password-file",
+            password.path().to_str().unwrap(),
+        ],
+    );
+    let body = not_ready_for(&service.admin, "mechanism_refused").await;
+    let message = body["kafka_connection"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("PLAIN"), "{body}");
+    assert!(!body.to_string().contains(&sasl.password), "{body}");
 }
