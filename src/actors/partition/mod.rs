@@ -31,6 +31,8 @@ use super::status::{
 };
 use crate::backoff::Backoff;
 use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCause};
+use crate::inbox::PgInboxError;
+use crate::inbox::guards::{self, GuardRow};
 use crate::metrics::Metrics;
 use crate::work::{Executed, Policy, Work, execute_batch};
 use guard::{Change, Guard};
@@ -53,6 +55,9 @@ pub struct PartitionDeps {
     /// Records rejected by the database in a row that may be dead-lettered (see [`guard`]).
     pub max_consecutive_rejections: u32,
 }
+
+/// How often a partition's guard is read again while the database does not answer.
+const GUARD_READ_RETRY: Duration = Duration::from_secs(1);
 
 /// The actor of one assignment of a partition.
 pub struct PartitionActor {
@@ -152,20 +157,31 @@ impl PartitionActor {
             self.last_record_time = work.timestamp();
         }
         let deps = self.deps.clone();
-        let dead_letter_rejections = self.guard.may_dead_letter();
+        let partition = self.partition();
+        let wants_release = self.guard.wants_release();
         ctx.spawn(
             async move {
                 let policy = Policy {
                     topic: &deps.topic,
                     timeout: deps.work_timeout,
-                    dead_letter_rejections,
+                    max_consecutive_rejections: deps.max_consecutive_rejections,
                 };
                 let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
                 let executed = execute_batch(&deps.pool, &works, &policy).await;
-                (batch, executed)
+                // A record stored ends the partition's run of rejected records, for whoever
+                // owns the partition next too. Run after the record's own commit: cut off in
+                // between, the run outlives the stored record, and the next record stored ends
+                // it (never the other way round, which could let a run dead-letter too much).
+                let stored = executed.iter().any(|e| e.outcome == Outcome::Applied);
+                let released = if wants_release && stored {
+                    Some(guards::release(&deps.pool, &deps.topic, partition).await)
+                } else {
+                    None
+                };
+                (batch, executed, released)
             }
             .into_actor(self)
-            .map(move |(batch, executed), actor, ctx| {
+            .map(move |(batch, executed, released), actor, ctx| {
                 actor.schedule.finished();
                 debug_assert_eq!(batch.len(), executed.len());
                 let answered = executed.iter().any(|e| e.outcome.is_resolved());
@@ -177,6 +193,9 @@ impl PartitionActor {
                         actor.remember(offset, work.event_id().map(str::to_owned), &executed);
                     }
                     actor.finish(offset, pass, work, executed);
+                }
+                if let Some(released) = released {
+                    actor.guard_released(released);
                 }
                 let partition = actor.partition();
                 actor.deps.metrics.set_backlog(
@@ -299,23 +318,45 @@ impl PartitionActor {
         }
     }
 
-    /// Feeds the guard against mass dead-lettering; logs and publishes its changes.
+    /// Feeds the guard against mass dead-lettering with the database's verdict on a rejected
+    /// record; logs and publishes its changes.
     fn watch_rejections(&mut self, offset: i64, executed: &Executed) {
+        if let Some(row) = executed.guard {
+            let held = executed.outcome == Outcome::Unknown;
+            let change = self.guard.decided(offset, row, held);
+            self.publish_guard(change, Some(offset));
+        }
+    }
+
+    /// The run of rejected records was ended in the database (or could not be).
+    fn guard_released(&mut self, released: Result<bool, PgInboxError>) {
+        match released {
+            Ok(_) => {
+                let change = self.guard.released();
+                self.publish_guard(change, None);
+            }
+            // The run stays engaged in the database: the next record stored ends it.
+            Err(error) => tracing::warn!(
+                partition = self.partition(),
+                error = %error.text(),
+                "could not end the run of rejected records in the database; the next record \
+                 stored does"
+            ),
+        }
+    }
+
+    /// Logs a change of the guard and sets its metric.
+    fn publish_guard(&self, change: Option<Change>, offset: Option<i64>) {
         let partition = self.partition();
-        let change = if executed.outcome == Outcome::Applied {
-            self.guard.stored()
-        } else if executed.rejected_by_database() {
-            self.guard.rejected(offset)
-        } else {
-            None
-        };
         match change {
             Some(Change::Engaged) => {
                 tracing::error!(
                     partition,
                     offset,
+                    dead_lettered = self.guard.dead_lettered(),
                     consecutive = self.guard.consecutive(),
                     limit = self.guard.limit(),
+                    since = ?self.guard.engaged_at(),
                     "too many records in a row rejected by the database: dead-lettering \
                      stopped, the partition holds them as Unknown until the database is fixed"
                 );
@@ -324,12 +365,56 @@ impl PartitionActor {
             Some(Change::Released) => {
                 tracing::info!(
                     partition,
-                    offset,
                     "the database stores records again: dead-lettering of rejected records resumes"
                 );
                 self.deps.metrics.set_dead_letter_guard(partition, false);
             }
             None => {}
+        }
+    }
+
+    /// Reads the partition's guard from the database (again every [`GUARD_READ_RETRY`] until
+    /// it answers): an earlier owner may have left it engaged.
+    fn read_guard(&mut self, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        let partition = self.partition();
+        ctx.spawn(
+            async move { guards::load(&deps.pool, &deps.topic, partition).await }
+                .into_actor(self)
+                .map(move |loaded, actor, ctx| actor.guard_read(loaded, ctx)),
+        );
+    }
+
+    fn guard_read(&mut self, loaded: Result<GuardRow, PgInboxError>, ctx: &mut Context<Self>) {
+        let partition = self.partition();
+        match loaded {
+            Ok(row) => {
+                if self.guard.loaded(row) == Some(Change::Engaged) {
+                    tracing::warn!(
+                        partition,
+                        dead_lettered = self.guard.dead_lettered(),
+                        limit = self.guard.limit(),
+                        since = ?self.guard.engaged_at(),
+                        "dead-lettering stays stopped: an earlier owner of the partition found too \
+                         many records in a row rejected by the database; they stay Unknown until \
+                         a record is stored"
+                    );
+                }
+                self.deps
+                    .metrics
+                    .set_dead_letter_guard(partition, self.guard.engaged());
+            }
+            // Its verdicts teach the actor as well; the read matters for the status of an
+            // idle partition, so it is tried again quietly.
+            Err(error) if !self.guard.known() => {
+                tracing::debug!(partition, error = %error.text(), "could not read the partition's guard; trying again");
+                ctx.run_later(GUARD_READ_RETRY, |actor, ctx| {
+                    if !actor.guard.known() {
+                        actor.read_guard(ctx);
+                    }
+                });
+            }
+            Err(_) => {}
         }
     }
 
@@ -435,6 +520,9 @@ impl PartitionActor {
                 engaged: self.guard.engaged(),
                 consecutive: self.guard.consecutive(),
                 limit: self.guard.limit(),
+                dead_lettered: self.guard.dead_lettered(),
+                engaged_at: self.guard.engaged_at(),
+                known: self.guard.known(),
             },
             counts: self.counts.clone(),
             last_offset: self.last_offset,
@@ -454,10 +542,9 @@ impl Actor for PartitionActor {
             paused = self.schedule.is_paused(),
             "partition actor started"
         );
-        // The series exists from the start, so a rule or panel over it has data.
-        self.deps
-            .metrics
-            .set_dead_letter_guard(self.partition(), false);
+        // The guard's series appears once the guard was read: a 0 before it could be wrong
+        // for a partition an earlier owner left engaged.
+        self.read_guard(ctx);
         self.drive(ctx);
     }
 
