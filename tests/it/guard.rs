@@ -6,13 +6,15 @@
 
 use std::time::Duration;
 
-use history_consumer::domain::UnknownCause;
+use history_consumer::domain::{DeadLetter, RejectReason, Rejection, UnknownCause};
+use history_consumer::inbox::guards::{self, GuardRow, Verdict};
 use history_consumer::inbox::replay::{Selection, replay_matching};
 use serde_json::Value;
 
 use crate::poison::{refuse_rows, stop_refusing};
 use crate::support::app::{TestApp, spawn_app_with, test_settings};
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::support::http::get;
 use crate::support::kafka::{Broker, TestKafka, produce, wait_committed};
 use crate::support::service::ServiceProcess;
 
@@ -132,6 +134,23 @@ async fn the_dead_letter_guard_stays_engaged_across_two_restarts_in_process(brok
                 format!("history_partition_dead_letter_guard_engaged{{partition=\"{partition}\"}}");
             assert_eq!(metric(&app, &series), Some(1.0), "restart {restart}");
         }
+        // The overview and the partition page say so.
+        let addr = app.handle.admin_addr.to_string();
+        let summary = wait_for(
+            Duration::from_secs(10),
+            "the partition to be stuck",
+            || async {
+                let summary = get(&addr, "/api/partitions/0").await.json();
+                (summary["state"] == "stuck").then_some(summary)
+            },
+        )
+        .await;
+        assert_eq!(summary["stuck"]["kind"], "rejections_held", "{summary}");
+        let page = get(&addr, "/partitions/0").await.body;
+        assert!(
+            page.contains("id=\"guard\">Dead-letter guard engaged since "),
+            "{page}"
+        );
         wait_held(&app).await;
         assert_eq!(
             rejected_letters(&db).await,
@@ -320,4 +339,96 @@ async fn the_dead_letter_guard_stays_engaged_when_the_binary_is_killed_and_then_
         (LIMIT * PARTITIONS as u32) as i64
     );
     replay_and_assert_every_event_stored_once(&db).await;
+}
+
+// ----- the transaction that decides ----------------------------------------------------------
+
+fn rejected(offset: i64) -> DeadLetter {
+    DeadLetter {
+        topic: "tickets".into(),
+        partition: 4,
+        offset,
+        key: None,
+        payload: Some(b"{}".to_vec()),
+        rejection: Rejection::new(RejectReason::RejectedByDatabase, "refused"),
+    }
+}
+
+#[tokio::test]
+async fn two_owners_dead_lettering_one_partition_at_once_never_pass_the_guards_bound() {
+    let db = test_database().await;
+    let letters: Vec<DeadLetter> = (0..12).map(rejected).collect();
+    let verdicts = futures::future::join_all(
+        letters
+            .iter()
+            .map(|letter| guards::dead_letter_rejected(&db.pool, letter, LIMIT)),
+    )
+    .await;
+    let counted = verdicts
+        .iter()
+        .filter(|v| matches!(v, Ok(Verdict::DeadLettered { counted: true, .. })))
+        .count();
+    let held = verdicts
+        .iter()
+        .filter(|v| matches!(v, Ok(Verdict::Held { .. })))
+        .count();
+    assert_eq!(
+        (counted, held),
+        (LIMIT as usize, 12 - LIMIT as usize),
+        "{verdicts:?}"
+    );
+    assert_eq!(rejected_letters(&db).await, LIMIT as i64);
+    let row = guards::load(&db.pool, "tickets", 4).await.unwrap();
+    assert_eq!(row.dead_lettered, LIMIT);
+    assert!(row.engaged());
+    assert_eq!(
+        guards::load(&db.pool, "tickets", 5).await.unwrap(),
+        GuardRow::default(),
+        "another partition has a guard of its own"
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_record_delivered_again_finds_its_dead_letter_and_is_counted_once() {
+    let db = test_database().await;
+    let first = guards::dead_letter_rejected(&db.pool, &rejected(0), LIMIT).await;
+    assert!(matches!(
+        first,
+        Ok(Verdict::DeadLettered { counted: true, .. })
+    ));
+    let again = guards::dead_letter_rejected(&db.pool, &rejected(0), LIMIT).await;
+    assert!(
+        matches!(again, Ok(Verdict::DeadLettered { counted: false, guard }) if guard.dead_lettered == 1),
+        "{again:?}"
+    );
+    for offset in 1..LIMIT as i64 {
+        guards::dead_letter_rejected(&db.pool, &rejected(offset), LIMIT)
+            .await
+            .unwrap();
+    }
+    // At the bound, a record with a letter already is still resolved by it: not held.
+    let at_bound = guards::dead_letter_rejected(&db.pool, &rejected(0), LIMIT).await;
+    assert!(
+        matches!(at_bound, Ok(Verdict::DeadLettered { counted: false, .. })),
+        "{at_bound:?}"
+    );
+    let held = guards::dead_letter_rejected(&db.pool, &rejected(7), LIMIT).await;
+    assert!(matches!(held, Ok(Verdict::Held { .. })), "{held:?}");
+    assert_eq!(rejected_letters(&db).await, LIMIT as i64);
+
+    // A record stored ends the run: the next rejected one is dead-lettered again.
+    assert!(guards::release(&db.pool, "tickets", 4).await.unwrap());
+    assert!(
+        !guards::release(&db.pool, "tickets", 4).await.unwrap(),
+        "once"
+    );
+    assert_eq!(
+        guards::load(&db.pool, "tickets", 4).await.unwrap(),
+        GuardRow::default()
+    );
+    let after = guards::dead_letter_rejected(&db.pool, &rejected(8), LIMIT).await;
+    assert!(
+        matches!(after, Ok(Verdict::DeadLettered { counted: true, .. })),
+        "{after:?}"
+    );
 }

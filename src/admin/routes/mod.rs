@@ -29,7 +29,7 @@ use super::error::AdminError;
 use super::pages::{
     AuditView, BacklogView, BlockingView, DeadLetterView, DeadLettersPage, ErrorPage, HistoryView,
     Layout, LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment, RecentView, RowView,
-    TicketPage, human_duration,
+    TicketPage, guard_text, human_duration,
 };
 use super::queries::{
     self, Cursor, DEAD_LETTER_COUNT_CAP, DEAD_LETTERS_PER_PAGE, DeadLetterFilter, DeadLetterPage,

@@ -125,6 +125,7 @@ async fn partition(
             row: RowView::new(summary),
             flash: flash.text(),
             as_of: chrono::Utc::now().format("%H:%M:%S UTC").to_string(),
+            guard: actor.map(|a| guard_text(&a.guard)).unwrap_or_default(),
             blocking: actor.and_then(|a| BlockingView::of(&a.backlog, &a.guard)),
             backlog: actor
                 .map(|a| a.backlog.iter().map(BacklogView::from).collect())
