@@ -12,7 +12,7 @@
 pub mod guard;
 pub mod schedule;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,8 @@ use tokio::sync::oneshot;
 use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, BacklogResolved, DeadLetterRecord, Drain, Fetched, GetPartitionStatus,
-    KafkaLink, KafkaRequest, OutcomeReported, PartitionAction, SkipRefused, SkipReported,
+    KafkaLink, KafkaRequest, OutcomeReported, PartitionAction, SkipOutcome, SkipRefused,
+    SkipReported, SkipTicket,
 };
 use super::status::{
     BacklogEntry, GuardStatus, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome,
@@ -72,6 +73,9 @@ pub struct PartitionActor {
     last_offset: Option<i64>,
     last_record_time: Option<DateTime<Utc>>,
     intake_stopped: bool,
+    /// Operators waiting for the outcome of their skip, by offset. Dropped with the actor (a
+    /// revoke, a live rewind), they learn that the skip never ran.
+    skips: BTreeMap<i64, Vec<oneshot::Sender<SkipOutcome>>>,
 }
 
 impl PartitionActor {
@@ -88,6 +92,7 @@ impl PartitionActor {
             last_offset: None,
             last_record_time: None,
             intake_stopped: false,
+            skips: BTreeMap::new(),
         }
     }
 
@@ -287,6 +292,7 @@ impl PartitionActor {
         }
         if resolved {
             if pass == Pass::Retry && self.schedule.resolved(offset) {
+                self.settle_skips(offset, &executed);
                 let event_id = work.event_id();
                 tracing::info!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
                 self.deps.checkpoint.do_send(BacklogResolved {
@@ -418,8 +424,32 @@ impl PartitionActor {
         }
     }
 
+    /// Tells the operators waiting for a skip of the record at `offset`, which just resolved,
+    /// what became of it: their dead letter stored it, or a retry running already did first.
+    fn settle_skips(&mut self, offset: i64, executed: &Executed) {
+        let Some(waiting) = self.skips.remove(&offset) else {
+            return;
+        };
+        let skipped = executed.outcome == Outcome::DeadLettered
+            && executed.reason == Some(RejectReason::SkippedByOperator);
+        let outcome = if skipped {
+            SkipOutcome::Done
+        } else {
+            SkipOutcome::Overtaken(executed.outcome)
+        };
+        tracing::info!(
+            partition = self.partition(),
+            offset,
+            outcome = outcome.as_str(),
+            "an operator's skip settled"
+        );
+        for operator in waiting {
+            let _ = operator.send(outcome);
+        }
+    }
+
     /// Replaces an Unknown record's work by its dead letter, run next (an operator's skip).
-    fn dead_letter_record(&mut self, request: DeadLetterRecord) -> Result<(), SkipRefused> {
+    fn dead_letter_record(&mut self, request: DeadLetterRecord) -> Result<SkipTicket, SkipRefused> {
         let partition = self.partition();
         let refused = SkipRefused::NotInBacklog {
             partition,
@@ -453,7 +483,9 @@ impl PartitionActor {
             by = %request.by,
             "an operator dead-letters an Unknown record"
         );
-        Ok(())
+        let (tell, ticket) = SkipTicket::new();
+        self.skips.entry(request.offset).or_default().push(tell);
+        Ok(ticket)
     }
 
     fn remember(&mut self, offset: i64, event_id: Option<String>, executed: &Executed) {
@@ -635,11 +667,11 @@ impl Handler<ApplyAction> for PartitionActor {
 }
 
 impl Handler<DeadLetterRecord> for PartitionActor {
-    type Result = Result<(), SkipRefused>;
+    type Result = Result<SkipTicket, SkipRefused>;
 
     fn handle(&mut self, request: DeadLetterRecord, ctx: &mut Context<Self>) -> Self::Result {
-        self.dead_letter_record(request)?;
+        let ticket = self.dead_letter_record(request)?;
         self.drive(ctx);
-        Ok(())
+        Ok(ticket)
     }
 }

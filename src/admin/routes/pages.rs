@@ -61,6 +61,8 @@ pub(super) async fn partition_rows(state: State) -> HttpResponse {
 pub(super) struct Flash {
     done: Option<String>,
     offset: Option<i64>,
+    /// What became of a skip (`done`, `overtaken`, `pending`).
+    outcome: Option<String>,
 }
 
 impl Flash {
@@ -68,10 +70,20 @@ impl Flash {
     /// query is anybody's to write).
     fn text(&self) -> String {
         match (self.done.as_deref(), self.offset) {
-            (Some("dead_letter"), Some(offset)) => format!(
-                "offset {offset}: dead-lettering requested; it runs as the partition's next \
-                 unit of work"
-            ),
+            (Some("dead_letter"), Some(offset)) => match self.outcome.as_deref() {
+                Some("done") => format!(
+                    "offset {offset}: dead-lettered (skipped_by_operator); the committed offset \
+                     moves past it"
+                ),
+                Some("overtaken") => format!(
+                    "offset {offset}: not dead-lettered: a retry resolved it first, before the \
+                     skip ran"
+                ),
+                _ => format!(
+                    "offset {offset}: dead-lettering requested; it runs as the partition's next \
+                     unit of work"
+                ),
+            },
             (Some(action), _) => parse_action(action)
                 .map(|a| format!("{} requested", a.as_str().replace('_', " ")))
                 .unwrap_or_default(),
