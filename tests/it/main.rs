@@ -19,6 +19,7 @@ mod inbox_batch;
 mod kafka_security;
 mod layout;
 mod live_rewind;
+mod logging;
 mod migrations;
 mod poison;
 mod process;

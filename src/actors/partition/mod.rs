@@ -9,6 +9,7 @@
 //! librdkafka queue fills and fetching stops, and memory stays bounded while the database is
 //! down.
 
+pub mod failures;
 pub mod guard;
 pub mod schedule;
 
@@ -36,6 +37,7 @@ use crate::inbox::PgInboxError;
 use crate::inbox::guards::{self, GuardRow};
 use crate::metrics::Metrics;
 use crate::work::{Executed, Policy, Work, execute_batch};
+use failures::{FailureLog, Line, SUMMARY_EVERY};
 use guard::{Change, Guard};
 use schedule::{Failure, Limits, Next, Pass, Phase, Schedule};
 
@@ -60,6 +62,9 @@ pub struct PartitionDeps {
 /// How often a partition's guard is read again while the database does not answer.
 const GUARD_READ_RETRY: Duration = Duration::from_secs(1);
 
+/// How often a failing partition's summary is checked for being due.
+const FAILURE_TICK: Duration = Duration::from_secs(1);
+
 /// The actor of one assignment of a partition.
 pub struct PartitionActor {
     assignment: Assignment,
@@ -76,6 +81,8 @@ pub struct PartitionActor {
     /// Operators waiting for the outcome of their skip, by offset. Dropped with the actor (a
     /// revoke, a live rewind), they learn that the skip never ran.
     skips: BTreeMap<i64, Vec<oneshot::Sender<SkipOutcome>>>,
+    /// What the log was told about the partition's failures (see [`failures`]).
+    failures: FailureLog,
 }
 
 impl PartitionActor {
@@ -93,6 +100,7 @@ impl PartitionActor {
             last_record_time: None,
             intake_stopped: false,
             skips: BTreeMap::new(),
+            failures: FailureLog::new(SUMMARY_EVERY),
         }
     }
 
@@ -202,6 +210,10 @@ impl PartitionActor {
                 if let Some(released) = released {
                     actor.guard_released(released);
                 }
+                let backlog = actor.schedule.backlog_len();
+                if let Some(line) = actor.failures.settled(Instant::now(), backlog) {
+                    actor.write_failures(line, None);
+                }
                 let partition = actor.partition();
                 actor.deps.metrics.set_backlog(
                     partition,
@@ -293,8 +305,9 @@ impl PartitionActor {
         if resolved {
             if pass == Pass::Retry && self.schedule.resolved(offset) {
                 self.settle_skips(offset, &executed);
+                self.failures.resolved();
                 let event_id = work.event_id();
-                tracing::info!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
+                tracing::debug!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
                 self.deps.checkpoint.do_send(BacklogResolved {
                     assignment: self.assignment,
                     offset,
@@ -308,10 +321,13 @@ impl PartitionActor {
                 cause,
             };
             let event_id = work.event_id().map(str::to_owned);
+            let now = Instant::now();
             let (attempt, delay) =
                 self.schedule
-                    .unknown(offset, work, failure, Instant::now(), rand::random());
-            tracing::warn!(
+                    .unknown(offset, work, failure, now, rand::random());
+            // Per attempt at debug only: the log tells when the partition starts failing, a
+            // summary per interval, and when it recovers (`failures`).
+            tracing::debug!(
                 partition,
                 offset,
                 event_id,
@@ -321,6 +337,9 @@ impl PartitionActor {
                 error = %error,
                 "record outcome unknown; will retry"
             );
+            if let Some(line) = self.failures.unknown(now, offset, cause, &error) {
+                self.write_failures(line, event_id.as_deref());
+            }
         }
     }
 
@@ -421,6 +440,58 @@ impl PartitionActor {
                 });
             }
             Err(_) => {}
+        }
+    }
+
+    /// Writes a line about the partition's failures (see [`failures`]); `event_id` is the
+    /// record's whose attempt started a failure.
+    fn write_failures(&self, line: Line, event_id: Option<&str>) {
+        let partition = self.partition();
+        match line {
+            Line::Failing {
+                offset,
+                cause,
+                error,
+            } => tracing::warn!(
+                partition,
+                offset,
+                event_id,
+                cause = cause.as_str(),
+                error = %error,
+                summary_every_s = SUMMARY_EVERY.as_secs(),
+                "partition failing: a record's outcome is Unknown; it and the next ones are \
+                 retried until they resolve"
+            ),
+            Line::StillFailing {
+                failing_for,
+                backlog,
+                causes,
+            } => {
+                let main = causes.first();
+                tracing::warn!(
+                    partition,
+                    failing_for_s = failing_for.as_secs(),
+                    backlog,
+                    attempts = Line::attempts(&causes),
+                    unavailable = Line::attempts_of(&causes, UnknownCause::Unavailable),
+                    refused = Line::attempts_of(&causes, UnknownCause::Refused),
+                    rejected = Line::attempts_of(&causes, UnknownCause::Rejected),
+                    cause = main.map(|c| c.cause.as_str()),
+                    error = main.map(|c| tracing::field::display(c.last_error.clone())),
+                    "partition still failing: attempts ended Unknown in the last interval, by cause"
+                );
+            }
+            Line::Recovered {
+                failed_for,
+                attempts,
+                resolved,
+            } => tracing::info!(
+                partition,
+                failed_for_s = failed_for.as_secs(),
+                attempts,
+                resolved,
+                "partition recovered: every Unknown record resolved"
+            ),
         }
     }
 
@@ -577,6 +648,12 @@ impl Actor for PartitionActor {
         // The guard's series appears once the guard was read: a 0 before it could be wrong
         // for a partition an earlier owner left engaged.
         self.read_guard(ctx);
+        ctx.run_interval(FAILURE_TICK, |actor, _ctx| {
+            let backlog = actor.schedule.backlog_len();
+            if let Some(line) = actor.failures.tick(Instant::now(), backlog) {
+                actor.write_failures(line, None);
+            }
+        });
         self.drive(ctx);
     }
 
