@@ -112,9 +112,11 @@ impl Guard {
         self.row.map_or(0, |row| row.dead_lettered)
     }
 
-    /// Records rejected in a row so far: dead-lettered in the run, and held by this actor.
+    /// Records rejected in a row so far: dead-lettered in the run, and held by this actor (at
+    /// least one when engaged: an earlier owner held one).
     pub fn consecutive(&self) -> usize {
-        self.dead_lettered() as usize + self.held.len()
+        let held = self.held.len().max(usize::from(self.engaged()));
+        self.dead_lettered() as usize + held
     }
 
     pub fn limit(&self) -> u32 {
@@ -166,6 +168,7 @@ mod tests {
         assert_eq!(guard.loaded(row(3, true)), Some(Change::Engaged));
         assert!(guard.engaged() && guard.known());
         assert_eq!(guard.dead_lettered(), 3);
+        assert_eq!(guard.consecutive(), 4, "more than the limit: one was held");
         assert!(guard.engaged_at().is_some());
     }
 
