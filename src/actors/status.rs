@@ -79,6 +79,13 @@ pub struct GuardStatus {
     pub consecutive: usize,
     /// How many in a row may be dead-lettered (`--max-consecutive-rejections`).
     pub limit: u32,
+    /// Records of the run dead-lettered, by this owner of the partition or an earlier one (the
+    /// guard is kept in the database, `partition_guards`).
+    pub dead_lettered: u32,
+    /// Since when dead-lettering is stopped, as the database says.
+    pub engaged_at: Option<DateTime<Utc>>,
+    /// Whether the guard was read from the database yet (it is read when the actor starts).
+    pub known: bool,
 }
 
 /// A recently resolved or failed record, newest first in snapshots.

@@ -23,7 +23,7 @@ use super::messages::{
     KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetsObserved, PartitionAction,
     PartitionCommand, PartitionsAssigned, PartitionsRestarted, PartitionsRevoked,
     PartitionsRewound, ReleaseForRewind, ReleasePartitions, RewindPartitions, RewindTarget,
-    Shutdown, SkipRefused, TrackPartitions,
+    Shutdown, SkipRefused, SkipTicket, TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
@@ -333,7 +333,7 @@ impl Handler<PartitionCommand> for Supervisor {
 }
 
 impl Handler<DeadLetterRecord> for Supervisor {
-    type Result = ResponseFuture<Result<(), SkipRefused>>;
+    type Result = ResponseFuture<Result<SkipTicket, SkipRefused>>;
 
     fn handle(&mut self, msg: DeadLetterRecord, _ctx: &mut Context<Self>) -> Self::Result {
         let partition = msg.partition;

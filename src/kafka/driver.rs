@@ -475,10 +475,10 @@ impl Driver {
     }
 
     fn send_next_commit(&mut self) {
-        if let Some(in_flight) = self.ledger.in_flight() {
-            if in_flight.since.elapsed() > SLOW_COMMIT {
+        if self.ledger.in_flight().is_some() {
+            if let Some(slow) = self.ledger.overdue(SLOW_COMMIT, Instant::now()) {
                 tracing::warn!(
-                    positions = ?in_flight.positions,
+                    positions = ?slow.positions,
                     "offset commit unanswered for a long time"
                 );
             }
