@@ -109,14 +109,48 @@ pub fn spawn_driver(
                 commit_queue,
                 closing_since: None,
                 positions_checked: Instant::now(),
+                panic_on_first_record: panic_on_first_record(),
             };
-            driver.run();
+            // A panic must not leave the process waiting for a driver that is gone: it is
+            // reported at once (the service then exits with an error), and the consumer is
+            // still closed as on a normal stop, so the group hands the partitions on at once
+            // instead of after the session timeout.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| driver.run()));
+            let panicked = ran.err().map(|panic| panic_text(panic.as_ref()));
+            if let Some(text) = &panicked {
+                tracing::error!(error = %text, "the kafka driver thread panicked; closing the consumer");
+                stopped.do_send(DriverStopped {
+                    error: Some(format!("the kafka driver thread panicked: {text}")),
+                });
+            }
             driver.close();
             drop(driver);
             // The last reference: closing the consumer blocks, which is fine on this thread.
             drop(consumer);
-            stopped.do_send(DriverStopped { error: None });
+            if panicked.is_none() {
+                stopped.do_send(DriverStopped { error: None });
+            }
         })
+}
+
+/// The message a panic was raised with.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// A fault for the tests of the binary, in debug builds only: with
+/// `HISTORY_TEST_DRIVER_PANIC=first-record` in the environment when the service starts, the
+/// driver thread panics as it is about to hand the first record to a partition actor. Read
+/// once, when the driver thread starts; release builds ignore it.
+pub const TEST_DRIVER_PANIC: &str = "HISTORY_TEST_DRIVER_PANIC";
+
+fn panic_on_first_record() -> bool {
+    cfg!(debug_assertions)
+        && std::env::var(TEST_DRIVER_PANIC).is_ok_and(|value| value == "first-record")
 }
 
 /// One assigned partition, as the driver reads it.
@@ -155,6 +189,8 @@ struct Driver {
     commit_queue: CommitQueue,
     closing_since: Option<Instant>,
     positions_checked: Instant,
+    /// See [`TEST_DRIVER_PANIC`].
+    panic_on_first_record: bool,
 }
 
 impl Driver {
@@ -428,6 +464,10 @@ impl Driver {
             let (Some(first), Some(last)) = (records.first(), records.last()) else {
                 continue;
             };
+            assert!(
+                !self.panic_on_first_record,
+                "{TEST_DRIVER_PANIC}=first-record: the driver thread panics on purpose"
+            );
             reader.first.get_or_insert(first.offset);
             reader.accounted = Some(last.offset);
             reader.demand -= records.len();
