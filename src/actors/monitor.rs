@@ -23,11 +23,26 @@ const TREND_EVERY: Duration = Duration::from_secs(5);
 const TREND_POINTS: usize = 120;
 
 struct Track {
+    /// The assignment the watermark belongs to: a new one (a rebalance, a live rewind) starts
+    /// a new watermark, which has moved whatever its value.
+    generation: Option<u64>,
     watermark: Option<i64>,
     moved_at: Instant,
     trend: VecDeque<TrendPoint>,
     resolved_total: u64,
     trend_at: Instant,
+}
+
+impl Track {
+    /// Notes the partition's watermark now. A live rewind can replay a partition back to the
+    /// same watermark between two samples: its new assignment is movement, not a stall.
+    fn observe(&mut self, generation: Option<u64>, watermark: Option<i64>, now: Instant) {
+        if self.watermark != watermark || self.generation != generation {
+            self.generation = generation;
+            self.watermark = watermark;
+            self.moved_at = now;
+        }
+    }
 }
 
 /// Derives stuck states, lag in seconds and trends from the supervisor's snapshots.
@@ -89,20 +104,19 @@ impl Monitor {
         wall: DateTime<Utc>,
     ) -> PartitionSummary {
         let watermark = view.checkpoint.as_ref().and_then(|c| c.watermark);
+        let generation = view.checkpoint.as_ref().map(|c| c.generation);
         let resolved_total = view.actor.as_ref().map_or(0, |a| {
             a.counts.applied + a.counts.already_applied + a.counts.dead_lettered
         });
         let track = self.tracks.entry(view.partition).or_insert_with(|| Track {
+            generation,
             watermark,
             moved_at: now,
             trend: VecDeque::new(),
             resolved_total,
             trend_at: now,
         });
-        if track.watermark != watermark {
-            track.watermark = watermark;
-            track.moved_at = now;
-        }
+        track.observe(generation, watermark, now);
         let lag = view.lag();
         if now.duration_since(track.trend_at) >= TREND_EVERY || track.trend.is_empty() {
             let elapsed = now.duration_since(track.trend_at).as_secs_f64().max(1e-3);
@@ -216,5 +230,33 @@ impl Handler<GetOverview> for Monitor {
                 .into_actor(self)
                 .map(|status, monitor, _ctx| status.map(|s| monitor.summarise(s))),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn track(generation: u64, watermark: i64, at: Instant) -> Track {
+        Track {
+            generation: Some(generation),
+            watermark: Some(watermark),
+            moved_at: at,
+            trend: VecDeque::new(),
+            resolved_total: 0,
+            trend_at: at,
+        }
+    }
+
+    #[test]
+    fn a_partition_replayed_back_to_the_same_watermark_by_a_new_assignment_has_moved() {
+        let start = Instant::now();
+        let later = start + Duration::from_secs(300);
+        let mut unchanged = track(1, 6, start);
+        unchanged.observe(Some(1), Some(6), later);
+        assert_eq!(unchanged.moved_at, start, "the same assignment, unmoved");
+        let mut rewound = track(1, 6, start);
+        rewound.observe(Some(2), Some(6), later);
+        assert_eq!(rewound.moved_at, later, "a live rewind's new assignment");
     }
 }

@@ -14,9 +14,10 @@
 //! becomes non-empty. It also carries out live rewinds ([`rewind`]): a revoke and re-assign
 //! of the same partitions without a rebalance.
 
+mod position;
 mod rewind;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
@@ -36,6 +37,7 @@ use crate::actors::messages::{
     PartitionsRevoked, PartitionsRewound,
 };
 use crate::domain::connection::is_connection_error;
+use position::{PositionTrust, passed_offsets_without_records};
 
 type Consumer_ = BaseConsumer<KafkaContext>;
 type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaContext>;
@@ -104,7 +106,6 @@ pub fn spawn_driver(
                 settings,
                 readers: BTreeMap::new(),
                 next_generation: 1,
-                ever_assigned: BTreeSet::new(),
                 ledger: CommitLedger::new(),
                 commit_queue,
                 closing_since: None,
@@ -166,11 +167,9 @@ struct Reader {
     /// The first offset handed to the actor in this assignment (a record's, or where a skip
     /// ended): where a live rewind resumes a partition that resolved nothing yet.
     first: Option<i64>,
-    /// Whether the consumer's position can be trusted before any record was delivered: true
-    /// on a partition's first assignment in this process. librdkafka resets its position
-    /// asynchronously when a partition is given up, so after a reassignment a position seen
-    /// before the first record might still be the previous assignment's.
-    fresh: bool,
+    /// Whether the consumer's position can be believed before any record was delivered (see
+    /// [`position`]).
+    trust: PositionTrust,
     /// The queue was read since the position was last looked at.
     unchecked: bool,
 }
@@ -184,7 +183,6 @@ struct Driver {
     settings: DriverSettings,
     readers: BTreeMap<i32, Reader>,
     next_generation: u64,
-    ever_assigned: BTreeSet<i32>,
     ledger: CommitLedger,
     commit_queue: CommitQueue,
     closing_since: Option<Instant>,
@@ -353,6 +351,8 @@ impl Driver {
             self.next_generation += 1;
             queues.insert(partition, (assignment, queue));
         }
+        // Before librdkafka fetches them: a valid position now is the previous assignment's.
+        let positions = self.positions_of(partitions);
         let assignments = queues.values().map(|(a, _)| *a).collect();
         let sinks = futures::executor::block_on(
             self.ports.assigned.send(PartitionsAssigned { assignments }),
@@ -362,7 +362,9 @@ impl Driver {
             let Some((_, queue)) = queues.remove(&assignment.partition) else {
                 continue;
             };
-            let fresh = self.ever_assigned.insert(assignment.partition);
+            let trust = PositionTrust::at_assignment(
+                positions.get(&assignment.partition).copied().flatten(),
+            );
             self.readers.insert(
                 assignment.partition,
                 Reader {
@@ -372,7 +374,7 @@ impl Driver {
                     demand: self.settings.initial_credit,
                     accounted: None,
                     first: None,
-                    fresh,
+                    trust,
                     unchecked: true,
                 },
             );
@@ -475,6 +477,32 @@ impl Driver {
         }
     }
 
+    /// The consumer's positions of `partitions`, assigned or not (`None`: invalid); empty when
+    /// librdkafka cannot say.
+    fn positions_of(&self, partitions: &[i32]) -> BTreeMap<i32, Option<i64>> {
+        let mut list = TopicPartitionList::new();
+        for &partition in partitions {
+            list.add_partition(&self.topic, partition);
+        }
+        // SAFETY: the list is alive for the call; librdkafka fills in its offsets.
+        let err = unsafe {
+            rdkafka::bindings::rd_kafka_position(self.consumer.client().native_ptr(), list.ptr())
+        };
+        if err != rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return BTreeMap::new();
+        }
+        list.elements()
+            .iter()
+            .map(|e| {
+                let position = match e.offset() {
+                    Offset::Offset(position) => Some(position),
+                    _ => None,
+                };
+                (e.partition(), position)
+            })
+            .collect()
+    }
+
     /// Tells the actors about offsets the consumer stepped over without a record for us
     /// (transaction markers, aborted records) after everything they were sent.
     fn check_positions(&mut self) {
@@ -491,17 +519,24 @@ impl Driver {
             if !std::mem::take(&mut reader.unchecked) {
                 continue;
             }
-            let Some(Offset::Offset(position)) = positions
+            let Some(observed) = positions
                 .find_partition(&self.topic, *partition)
-                .map(|e| e.offset())
+                .map(|e| match e.offset() {
+                    Offset::Offset(position) => Some(position),
+                    _ => None,
+                })
             else {
                 continue;
             };
-            let moved = match reader.accounted {
-                Some(last) => position > last + 1,
-                None => reader.fresh && position > 0,
+            // A record delivered in this assignment made the position ours.
+            let position = match reader.accounted {
+                Some(_) => observed,
+                None => reader.trust.observe(observed),
             };
-            if moved {
+            let Some(position) = position else {
+                continue;
+            };
+            if passed_offsets_without_records(reader.accounted, position) {
                 reader.sink.do_send(Fetched::Skipped {
                     after: reader.accounted,
                     position,
