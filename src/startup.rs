@@ -172,6 +172,7 @@ impl Application {
             commits: checkpoint.recipient(),
             joined: supervisor.clone().recipient(),
             stopped: supervisor.clone().recipient(),
+            fetch: supervisor.clone().recipient(),
             rewinding: supervisor.clone().recipient(),
             restarted: supervisor.clone().recipient(),
             rewound: supervisor.clone().recipient(),

@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 
+use super::messages::Trouble;
 use super::messages::{GetOverview, GetStatus};
 pub use super::status::{DisplayState, Overview, PartitionSummary, TrendPoint};
 use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
 use crate::domain::ConnectionHealth;
 use crate::metrics::Metrics;
-use crate::stuck::{RejectionsHeld, StuckRules, evaluate};
+use crate::stuck::{RejectionsHeld, StuckReason, StuckRules, evaluate};
 
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 const TREND_EVERY: Duration = Duration::from_secs(5);
@@ -161,16 +162,32 @@ impl Monitor {
                 consecutive: g.consecutive,
                 limit: g.limit,
             });
-        let stuck = evaluate(
-            &self.rules,
-            held,
-            oldest_unknown,
-            now.duration_since(track.moved_at),
-            lag.unwrap_or(0),
-        );
+        let fetch_held = match &view.fetch {
+            Some(Trouble::Held(held)) => Some(held),
+            _ => None,
+        };
+        let stuck = match fetch_held {
+            Some(held) => Some(StuckReason::Held {
+                offset: held.offset,
+            }),
+            None => evaluate(
+                &self.rules,
+                held,
+                oldest_unknown,
+                now.duration_since(track.moved_at),
+                lag.unwrap_or(0),
+            ),
+        };
+        let reason_text = |reason: &StuckReason| match (&view.fetch, reason) {
+            (Some(Trouble::Held(held)), _) => held.describe(),
+            (Some(Trouble::Failing(failure)), StuckReason::Stalled { .. }) => {
+                format!("{reason}; fetching fails: {}", failure.detail)
+            }
+            _ => reason.to_string(),
+        };
         let (state, state_reason) = match (&stuck, view.actor.as_ref().map(|a| a.state)) {
             (_, Some(PartitionState::Draining)) => (DisplayState::Draining, None),
-            (Some(reason), _) => (DisplayState::Stuck, Some(reason.to_string())),
+            (Some(reason), _) => (DisplayState::Stuck, Some(reason_text(reason))),
             (None, Some(PartitionState::Paused)) => {
                 (DisplayState::Paused, Some("paused by an operator".into()))
             }

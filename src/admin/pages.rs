@@ -361,6 +361,38 @@ impl From<DeadLetterRow> for DeadLetterView {
     }
 }
 
+/// Why the driver holds a partition, and what to do.
+pub struct HeldView {
+    pub offset: String,
+    pub cause: String,
+    pub detail: String,
+    pub remedy: String,
+    pub since: String,
+}
+
+impl HeldView {
+    pub fn of(held: &crate::domain::Held) -> HeldView {
+        use crate::domain::HeldCause;
+        HeldView {
+            offset: held
+                .offset
+                .map_or_else(|| "—".to_owned(), |o| o.to_string()),
+            cause: match held.cause {
+                HeldCause::Unreadable { unreadable } => {
+                    format!("records librdkafka cannot read ({})", unreadable.as_str())
+                }
+                HeldCause::OffsetOutOfRange { .. } => {
+                    "the position is not in the partition's log any more".to_owned()
+                }
+                HeldCause::Stopped => "fetching stopped".to_owned(),
+            },
+            detail: held.detail.clone(),
+            remedy: held.remedy().to_owned(),
+            since: time(held.since),
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "partition.html")]
 pub struct PartitionPage {
@@ -370,6 +402,8 @@ pub struct PartitionPage {
     pub flash: String,
     /// When the snapshot was taken: every number of the page is from it.
     pub as_of: String,
+    /// Why nothing more of the partition is read, if it is held.
+    pub held: Option<HeldView>,
     pub blocking: Option<BlockingView>,
     pub backlog: Vec<BacklogView>,
     pub recent: Vec<RecentView>,

@@ -15,7 +15,9 @@
 //! of the same partitions without a rebalance.
 
 mod position;
+mod reset;
 mod rewind;
+mod trouble;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,17 +32,18 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::commits::{CommitLedger, CommitQueue};
 use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
-use super::fetched;
+use super::queue::Polled;
 use crate::actors::messages::{
-    Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, Fetched,
-    GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRestarted,
+    Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, FetchTrouble,
+    Fetched, GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRestarted,
     PartitionsRevoked, PartitionsRewound,
 };
+use crate::domain::Held;
 use crate::domain::connection::is_connection_error;
 use position::{PositionTrust, passed_offsets_without_records};
 
 type Consumer_ = BaseConsumer<KafkaContext>;
-type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaContext>;
+type PartitionQueue = super::queue::PartitionQueue<KafkaContext>;
 
 /// How long the loop sleeps when nothing wakes it (a safety net: librdkafka's wake-ups and
 /// the actors' requests normally end the sleep at once).
@@ -59,6 +62,8 @@ pub struct DriverPorts {
     pub commits: Recipient<CommitCompleted>,
     pub joined: Recipient<GroupJoined>,
     pub stopped: Recipient<DriverStopped>,
+    /// What reading a partition ran into, for its status.
+    pub fetch: Recipient<FetchTrouble>,
     /// A live rewind's drain, restart and result.
     pub rewinding: Recipient<DrainForRewind>,
     pub restarted: Recipient<PartitionsRestarted>,
@@ -172,6 +177,10 @@ struct Reader {
     trust: PositionTrust,
     /// The queue was read since the position was last looked at.
     unchecked: bool,
+    /// Why nothing more of this assignment is read (see [`trouble`]).
+    held: Option<Held>,
+    /// A fetch failure was reported for its status and no record came since.
+    failing: bool,
 }
 
 struct Driver {
@@ -335,7 +344,7 @@ impl Driver {
         tracing::info!(?partitions, "partitions assigned");
         let mut queues = BTreeMap::new();
         for &partition in partitions {
-            let Some(mut queue) = self.consumer.split_partition_queue(&self.topic, partition)
+            let Some(mut queue) = PartitionQueue::split(&self.consumer, &self.topic, partition)
             else {
                 tracing::error!(partition, "could not split the partition's queue");
                 continue;
@@ -376,6 +385,8 @@ impl Driver {
                     first: None,
                     trust,
                     unchecked: true,
+                    held: None,
+                    failing: false,
                 },
             );
         }
@@ -443,25 +454,33 @@ impl Driver {
 
     /// Hands each partition actor as many records as it asked for.
     fn feed_partitions(&mut self) {
+        let mut errors = Vec::new();
         for reader in self.readers.values_mut() {
-            if reader.demand == 0 {
+            // A held partition is not read: what follows the record it stopped at must not
+            // reach the watermark.
+            if reader.demand == 0 || reader.held.is_some() {
                 continue;
             }
             reader.unchecked = true;
             let mut records = Vec::new();
             while records.len() < reader.demand {
-                match reader.queue.poll(Duration::ZERO) {
-                    Some(Ok(message)) => records.push(fetched(&message)),
-                    Some(Err(error)) => {
-                        self.consumer.context().metrics.observe_kafka_error();
-                        tracing::warn!(
-                            partition = reader.assignment.partition,
-                            error = %error,
-                            "kafka partition error"
-                        );
+                match reader.queue.poll() {
+                    Some(Polled::Record(record)) => records.push(record),
+                    // Records before the error go to the actor first; the error is dealt with
+                    // once they are on their way, and nothing after it is read in this round.
+                    Some(Polled::Error(error)) => {
+                        errors.push((reader.assignment, error));
+                        break;
                     }
                     None => break,
                 }
+            }
+            if reader.failing && !records.is_empty() {
+                reader.failing = false;
+                self.ports.fetch.do_send(FetchTrouble {
+                    assignment: reader.assignment,
+                    trouble: None,
+                });
             }
             let (Some(first), Some(last)) = (records.first(), records.last()) else {
                 continue;
@@ -474,6 +493,9 @@ impl Driver {
             reader.accounted = Some(last.offset);
             reader.demand -= records.len();
             reader.sink.do_send(Fetched::Records(records));
+        }
+        for (assignment, error) in errors {
+            self.on_queue_error(assignment, error);
         }
     }
 
@@ -516,7 +538,8 @@ impl Driver {
             return;
         };
         for (partition, reader) in &mut self.readers {
-            if !std::mem::take(&mut reader.unchecked) {
+            // A held partition's position says nothing about records we were handed.
+            if !std::mem::take(&mut reader.unchecked) || reader.held.is_some() {
                 continue;
             }
             let Some(observed) = positions

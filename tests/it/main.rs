@@ -32,3 +32,4 @@ mod remedies;
 mod resilience;
 mod schema;
 mod support;
+mod unreadable;

@@ -126,6 +126,10 @@ async fn partition(
             row: RowView::new(summary),
             flash: flash.text(),
             as_of: chrono::Utc::now().format("%H:%M:%S UTC").to_string(),
+            held: match &summary.view.fetch {
+                Some(Trouble::Held(held)) => Some(HeldView::of(held)),
+                _ => None,
+            },
             blocking: actor.and_then(|a| BlockingView::of(&a.backlog, &a.guard)),
             backlog: actor
                 .map(|a| a.backlog.iter().map(BacklogView::from).collect())

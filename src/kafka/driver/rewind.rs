@@ -167,6 +167,8 @@ impl Driver {
                     first: None,
                     trust,
                     unchecked: true,
+                    held: None,
+                    failing: false,
                 },
             );
             if let Some(offset) = plan.commit {

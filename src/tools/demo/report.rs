@@ -250,6 +250,7 @@ mod tests {
                 last_commit_error: None,
             }),
             observed: None,
+            fetch: None,
         }
     }
 
