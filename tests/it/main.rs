@@ -34,3 +34,4 @@ mod remedies;
 mod resilience;
 mod schema;
 mod support;
+mod unreadable;
