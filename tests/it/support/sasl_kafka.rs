@@ -3,6 +3,9 @@
 //! and creates the first one only through a broker that does not authenticate: so a tansu built
 //! with the SQLite engine (`scripts/install-tansu --with-users`) runs twice on one file, a plain
 //! broker to create the user and the authenticating one clients talk to (both read the file).
+//! The prebuilt tansu cannot do it on any storage: its dynostore engine (memory:// and s3://)
+//! accepts a new user and forgets it at once, so two brokers on one S3 bucket answer a SCRAM
+//! login with "unknown-user".
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
