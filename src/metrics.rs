@@ -19,6 +19,8 @@ struct Families {
     records: IntCounterVec,
     duplicates: IntCounterVec,
     dead_letters: IntCounterVec,
+    offset_resets: IntCounterVec,
+    offset_reset_gap: IntCounterVec,
     backlog: IntGaugeVec,
     oldest_unknown: prometheus::GaugeVec,
     watermark: IntGaugeVec,
@@ -93,6 +95,16 @@ impl Metrics {
                 "history_dead_letters_total",
                 "Records stored in dead_letters, by partition and reason.",
                 &["partition", "reason"],
+            ),
+            offset_resets: counter(
+                "history_offset_resets_total",
+                "Positions found out of their partition's log (records gone unread), by partition and what the service did (hold, continue); each is recorded in offset_resets.",
+                &["partition", "policy"],
+            ),
+            offset_reset_gap: counter(
+                "history_offset_reset_gap_offsets_total",
+                "Offsets passed over unread because they were no longer in the partition's log, by partition (counted when reading goes on past a recorded gap).",
+                &["partition"],
             ),
             backlog: gauge(
                 "history_unknown_backlog_records",
@@ -287,6 +299,22 @@ impl Metrics {
             .dead_letters
             .with_label_values(&[&partition.to_string(), reason.as_str()])
             .inc();
+    }
+
+    /// A position out of its partition's log was found (and is being recorded).
+    pub fn observe_offset_reset(&self, partition: i32, policy: &str) {
+        self.families
+            .offset_resets
+            .with_label_values(&[&partition.to_string(), policy])
+            .inc();
+    }
+
+    /// Reading went on past a recorded gap of `offsets` offsets.
+    pub fn observe_offset_reset_gap(&self, partition: i32, offsets: u64) {
+        self.families
+            .offset_reset_gap
+            .with_label_values(&[&partition.to_string()])
+            .inc_by(offsets);
     }
 
     pub fn set_backlog(&self, partition: i32, records: usize, oldest: Duration) {

@@ -159,7 +159,12 @@ pub async fn execute(
     let rows: Vec<(i32, String)> = results
         .iter()
         .map(|r| {
-            let text = audit::result_text(r.decision.as_ref(), to, r.error.as_deref());
+            let text = audit::result_text(
+                r.decision.as_ref(),
+                to,
+                r.error.as_deref(),
+                r.pending.as_deref(),
+            );
             (r.partition, text)
         })
         .collect();
@@ -207,6 +212,9 @@ fn decision_note(decision: &Decision) -> String {
     match decision {
         Decision::Rewind { .. } => "moves back".to_owned(),
         Decision::Keep { reason, .. } => format!("kept: {}", reason.describe()),
+        Decision::PastGap { .. } => {
+            "reads on from the log's start past a recorded offset reset".to_owned()
+        }
     }
 }
 
@@ -256,11 +264,12 @@ impl RewindPage {
             .iter()
             .map(|r| {
                 let decision = r.decision.as_ref();
-                let note = match (decision, &r.error) {
-                    (_, Some(error)) => error.clone(),
-                    (Some(Decision::Rewind { .. }), None) => "rewound".to_owned(),
-                    (Some(decision), None) => decision_note(decision),
-                    (None, None) => String::new(),
+                let note = match (decision, &r.error, &r.pending) {
+                    (_, Some(error), _) => error.clone(),
+                    (_, None, Some(pending)) => format!("reading again, commit pending: {pending}"),
+                    (Some(Decision::Rewind { .. }), None, None) => "rewound".to_owned(),
+                    (Some(decision), None, None) => decision_note(decision),
+                    (None, None, None) => String::new(),
                 };
                 RewindRowView {
                     partition: r.partition,

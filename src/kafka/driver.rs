@@ -19,6 +19,8 @@ mod reset;
 mod rewind;
 mod trouble;
 
+pub use rewind::TEST_REWIND_FAIL;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -35,11 +37,12 @@ use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
 use super::queue::Polled;
 use crate::actors::messages::{
     Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, FetchTrouble,
-    Fetched, GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRestarted,
-    PartitionsRevoked, PartitionsRewound,
+    Fetched, GroupJoined, KafkaLink, KafkaRequest, OffsetResetFound, OffsetResetResumed,
+    PartitionsAssigned, PartitionsRestarted, PartitionsRevoked, PartitionsRewound,
 };
 use crate::domain::Held;
 use crate::domain::connection::is_connection_error;
+use crate::domain::offset_reset::ResetPolicy;
 use position::{PositionTrust, passed_offsets_without_records};
 
 type Consumer_ = BaseConsumer<KafkaContext>;
@@ -68,6 +71,9 @@ pub struct DriverPorts {
     pub rewinding: Recipient<DrainForRewind>,
     pub restarted: Recipient<PartitionsRestarted>,
     pub rewound: Recipient<PartitionsRewound>,
+    /// Positions found out of their partition's log, to be recorded, and held gaps passed.
+    pub resets: Recipient<OffsetResetFound>,
+    pub resets_resumed: Recipient<OffsetResetResumed>,
 }
 
 /// How the driver thread behaves.
@@ -77,6 +83,8 @@ pub struct DriverSettings {
     pub initial_credit: usize,
     /// How long leaving the group may take before the consumer is closed anyway.
     pub shutdown_deadline: Duration,
+    /// What a partition whose position left its log does (`--offset-reset-policy`).
+    pub reset_policy: ResetPolicy,
 }
 
 /// Starts the driver thread. It owns the consumer and closes it on its way out, after the
@@ -116,6 +124,7 @@ pub fn spawn_driver(
                 closing_since: None,
                 positions_checked: Instant::now(),
                 panic_on_first_record: panic_on_first_record(),
+                fail_next_rewind: rewind::fail_first_rewind(),
             };
             // A panic must not leave the process waiting for a driver that is gone: it is
             // reported at once (the service then exits with an error), and the consumer is
@@ -181,6 +190,9 @@ struct Reader {
     held: Option<Held>,
     /// A fetch failure was reported for its status and no record came since.
     failing: bool,
+    /// A position librdkafka found out of range although it is in the log, read again once
+    /// (see [`reset`]).
+    read_again: Option<i64>,
 }
 
 struct Driver {
@@ -198,6 +210,8 @@ struct Driver {
     positions_checked: Instant,
     /// See [`TEST_DRIVER_PANIC`].
     panic_on_first_record: bool,
+    /// See [`TEST_REWIND_FAIL`].
+    fail_next_rewind: bool,
 }
 
 impl Driver {
@@ -235,6 +249,11 @@ impl Driver {
             }
             KafkaRequest::Commit(positions) => self.ledger.request(positions),
             KafkaRequest::Rewind { id, targets } => self.rewind(id, targets),
+            KafkaRequest::ResumeAfterReset {
+                assignment,
+                from,
+                at,
+            } => self.resume_after_reset(assignment, from, at),
             KafkaRequest::Shutdown => self.begin_closing(),
             KafkaRequest::Wake => {}
         }
@@ -387,6 +406,7 @@ impl Driver {
                     unchecked: true,
                     held: None,
                     failing: false,
+                    read_again: None,
                 },
             );
         }
