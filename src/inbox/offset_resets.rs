@@ -111,6 +111,17 @@ const LIST: &str = "SELECT kafka_partition, from_offset, to_offset, log_start, l
      ORDER BY detected_at DESC, kafka_partition, from_offset DESC \
      LIMIT $3";
 
+/// [`list`] through a pool.
+pub async fn list_from(
+    pool: &Pool,
+    topic: &str,
+    partition: Option<i32>,
+    limit: i64,
+) -> Result<Vec<ResetRow>, PgInboxError> {
+    let client = pool.get().await.map_err(PgInboxError::Pool)?;
+    list(&**client, topic, partition, limit).await
+}
+
 /// The newest resets of `topic` (of one partition, or of all), at most `limit`.
 pub async fn list<C: GenericClient>(
     client: &C,
