@@ -19,6 +19,7 @@ use history_consumer::domain::HeldCause;
 use history_consumer::domain::offset_reset::ResetPolicy;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
+use crate::recovery::history_consumer;
 use crate::support::app::{ADMIN_TOKEN, TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
 use crate::support::http::{get, request};
@@ -254,6 +255,37 @@ async fn with_the_continue_policy_a_position_before_the_log_start_is_recorded_be
     );
     assert!(app.partition(0).await.unwrap().fetch.is_none());
     app.shutdown().await;
+
+    // verify's report names the gap: its records are gone, nothing can check them.
+    let args = [
+        "verify",
+        "--brokers",
+        &kafka.brokers,
+        "--topic",
+        &kafka.topic,
+        "--database-url",
+        &db.url,
+    ];
+    let run = history_consumer(&args).await;
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "partition 0: 2 -> {start} ({} offsets)",
+            start - 2
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("OFFSET RESETS: 1 on record"),
+        "{}",
+        run.stdout
+    );
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let report = history_consumer(&json_args).await.json();
+    assert_eq!(report["offset_resets"][0]["from_offset"], 2, "{report}");
+    assert_eq!(report["offset_resets"][0]["to_offset"], start, "{report}");
 }
 
 #[actix_web::test]
