@@ -27,7 +27,7 @@ use super::messages::{
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
-use crate::domain::ObservedOffsets;
+use crate::domain::{HeldCause, ObservedOffsets};
 use crate::inbox::offset_resets;
 
 /// Identity of this member, for the status page.
@@ -104,6 +104,7 @@ impl Supervisor {
         });
         let mut sinks: Vec<(Assignment, Recipient<Fetched>)> = Vec::new();
         for assignment in assignments {
+            self.deps.metrics.init_offset_resets(assignment.partition);
             let paused = self.paused.contains(&assignment.partition);
             let actor = PartitionActor::new(assignment, self.deps.clone(), paused).start();
             sinks.push((assignment, actor.clone().recipient()));
@@ -136,6 +137,9 @@ impl Supervisor {
                 .is_some_and(|(held, _)| held == assignment)
             {
                 self.fetch.remove(&assignment.partition);
+                self.deps
+                    .metrics
+                    .set_offset_reset_held(assignment.partition, false);
             }
             if self
                 .partitions
@@ -282,6 +286,11 @@ impl Handler<FetchTrouble> for Supervisor {
             .is_some_and(|(assignment, _)| *assignment == msg.assignment);
         match msg.trouble {
             Some(trouble) if current => {
+                let at_reset = matches!(
+                    &trouble,
+                    Trouble::Held(held) if matches!(held.cause, HeldCause::OffsetOutOfRange { .. })
+                );
+                self.deps.metrics.set_offset_reset_held(partition, at_reset);
                 self.fetch.insert(partition, (msg.assignment, trouble));
             }
             Some(_) => {}
@@ -292,6 +301,7 @@ impl Handler<FetchTrouble> for Supervisor {
                     .is_some_and(|(assignment, _)| *assignment == msg.assignment)
                 {
                     self.fetch.remove(&partition);
+                    self.deps.metrics.set_offset_reset_held(partition, false);
                 }
             }
         }
