@@ -125,6 +125,7 @@ pub fn spawn_driver(
                 positions_checked: Instant::now(),
                 panic_on_first_record: panic_on_first_record(),
                 fail_next_rewind: rewind::fail_first_rewind(),
+                deferred: Vec::new(),
             };
             // A panic must not leave the process waiting for a driver that is gone: it is
             // reported at once (the service then exits with an error), and the consumer is
@@ -212,12 +213,15 @@ struct Driver {
     panic_on_first_record: bool,
     /// See [`TEST_REWIND_FAIL`].
     fail_next_rewind: bool,
+    /// Restarts of partitions' fetching for the next turn of the loop (see [`reset`]).
+    deferred: Vec<reset::Deferred>,
 }
 
 impl Driver {
     fn run(&mut self) {
         loop {
             self.serve_main_queue();
+            self.run_deferred();
             self.collect_commit_answers(Duration::ZERO);
             while let Ok(request) = self.requests.try_recv() {
                 self.handle(request);
@@ -228,7 +232,13 @@ impl Driver {
             if self.finished() {
                 return;
             }
-            match self.requests.recv_timeout(IDLE_WAIT) {
+            // Restarts noted in this turn are carried out in the next, at once.
+            let wait = if self.deferred.is_empty() {
+                IDLE_WAIT
+            } else {
+                Duration::ZERO
+            };
+            match self.requests.recv_timeout(wait) {
                 Ok(request) => self.handle(request),
                 Err(RecvTimeoutError::Timeout) => {}
                 // Every sender is gone: nobody is left to process records.
@@ -253,7 +263,11 @@ impl Driver {
                 assignment,
                 from,
                 at,
-            } => self.resume_after_reset(assignment, from, at),
+            } => self.deferred.push(reset::Deferred::Resume {
+                assignment,
+                from,
+                at,
+            }),
             KafkaRequest::Shutdown => self.begin_closing(),
             KafkaRequest::Wake => {}
         }

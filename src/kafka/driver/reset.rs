@@ -25,6 +25,24 @@ use crate::domain::HeldCause;
 use crate::domain::offset_reset::{OffsetReset, ResetPlan, ResetPolicy, plan};
 use crate::kafka::queue::QueueError;
 
+/// A restart of a partition's fetching, carried out at the next turn of the driver's loop (see
+/// [`Driver::run_deferred`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Deferred {
+    /// Start fetching `assignment`'s partition at `offset`; if that fails, hold it at `hold_at`.
+    Start {
+        assignment: Assignment,
+        offset: Offset,
+        hold_at: Option<i64>,
+    },
+    /// The gap at `from` is recorded: read on from `at`.
+    Resume {
+        assignment: Assignment,
+        from: i64,
+        at: i64,
+    },
+}
+
 /// How long asking the partition's leader for its log's bounds may take.
 const WATERMARKS_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -49,13 +67,11 @@ impl Driver {
                     "the group has no committed offset for the partition: reading it from its \
                      earliest offset"
                 );
-                if let Err(why) = self.restart_fetch(partition, Offset::Beginning) {
-                    self.hold_stopped(
-                        assignment,
-                        None,
-                        format!("could not start it at its earliest offset: {why}"),
-                    );
-                }
+                self.deferred.push(Deferred::Start {
+                    assignment,
+                    offset: Offset::Beginning,
+                    hold_at: None,
+                });
                 return;
             }
             // An offset reset librdkafka names no position for (a log truncation it detected):
@@ -87,9 +103,11 @@ impl Driver {
                 if let Some(reader) = self.reader_of(assignment) {
                     reader.read_again = Some(from);
                 }
-                if let Err(why) = self.restart_fetch(partition, Offset::Offset(from)) {
-                    self.hold_stopped(assignment, Some(from), why);
-                }
+                self.deferred.push(Deferred::Start {
+                    assignment,
+                    offset: Offset::Offset(from),
+                    hold_at: Some(from),
+                });
             }
             decided => {
                 let (log_start, log_end) = log.map_or((None, None), |(s, e)| (Some(s), Some(e)));
@@ -141,9 +159,44 @@ impl Driver {
         }
     }
 
+    /// Carries out the restarts noted since the last turn of the loop, right after the main
+    /// queue was served: taking a partition out of the assignment and putting it back while a
+    /// rebalance waits in the main queue would be taken by librdkafka for the application's
+    /// answer to that rebalance.
+    pub(super) fn run_deferred(&mut self) {
+        for deferred in std::mem::take(&mut self.deferred) {
+            match deferred {
+                Deferred::Start {
+                    assignment,
+                    offset,
+                    hold_at,
+                } => {
+                    if self
+                        .reader_of(assignment)
+                        .is_none_or(|reader| reader.held.is_some())
+                    {
+                        continue;
+                    }
+                    if let Err(why) = self.restart_fetch(assignment.partition, offset) {
+                        self.hold_stopped(
+                            assignment,
+                            hold_at,
+                            format!("could not start fetching the partition at {offset:?}: {why}"),
+                        );
+                    }
+                }
+                Deferred::Resume {
+                    assignment,
+                    from,
+                    at,
+                } => self.resume_after_reset(assignment, from, at),
+            }
+        }
+    }
+
     /// The gap at `from` is recorded: `assignment`'s partition reads on from `at`, and its
     /// watermark steps over the gap.
-    pub(super) fn resume_after_reset(&mut self, assignment: Assignment, from: i64, at: i64) {
+    fn resume_after_reset(&mut self, assignment: Assignment, from: i64, at: i64) {
         let partition = assignment.partition;
         let held_here = self.reader_of(assignment).is_some_and(|reader| {
             reader.held.as_ref().is_some_and(|held| {
@@ -205,8 +258,12 @@ impl Driver {
 
     /// Starts fetching an assigned partition again at `offset`, whatever state librdkafka left
     /// it in: it is taken out of the consumer's assignment and put back at the offset (a local
-    /// change: the group is not told, the partition's queue and its forwarding stay). Only from
-    /// the driver loop, never while a rebalance waits to be acknowledged.
+    /// change: the group is not told, the partition's queue and its forwarding stay).
+    ///
+    /// librdkafka takes an incremental (un)assign made while a rebalance waits for the
+    /// application's answer for that answer, so this runs right after the main queue was served
+    /// ([`Driver::run_deferred`]), or in a live rewind (which serves no rebalance until it is
+    /// done: only a rebalance librdkafka starts during the rewind's few calls can meet it).
     pub(super) fn restart_fetch(&self, partition: i32, offset: Offset) -> Result<(), String> {
         let mut list = TopicPartitionList::new();
         list.add_partition(&self.topic, partition);
