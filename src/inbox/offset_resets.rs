@@ -21,10 +21,13 @@ const RECORD: &str = "INSERT INTO offset_resets \
      SET to_offset = EXCLUDED.to_offset, resumed_at = EXCLUDED.resumed_at, \
          resumed_by = EXCLUDED.resumed_by, log_start = EXCLUDED.log_start, \
          log_end = EXCLUDED.log_end \
-     WHERE offset_resets.to_offset IS NULL AND EXCLUDED.to_offset IS NOT NULL";
+     WHERE EXCLUDED.to_offset IS NOT NULL \
+       AND (offset_resets.to_offset IS NULL OR EXCLUDED.to_offset > offset_resets.to_offset)";
 
 /// Records a reset. Recording the same position again changes nothing, except that a held
-/// gap is completed when reading goes on past it.
+/// gap is completed when reading goes on past it, and a gap found again reaching further (the
+/// service stopped after reading on and before committing, and the log's start moved on
+/// meanwhile) is extended: its row always covers every offset passed over.
 pub async fn record(pool: &Pool, reset: &OffsetReset) -> Result<(), PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client

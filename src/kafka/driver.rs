@@ -55,6 +55,8 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 const POSITION_CHECK_EVERY: Duration = Duration::from_millis(20);
 /// How long a revoke waits for the commit in flight and then for the final commit.
 const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long asking the group coordinator for committed offsets at an assignment may take.
+const START_OFFSETS_TIMEOUT: Duration = Duration::from_secs(5);
 /// A commit without an answer for this long is reported in the log.
 const SLOW_COMMIT: Duration = Duration::from_secs(30);
 
@@ -348,6 +350,7 @@ impl Driver {
                 self.consumer.context().health.assigned();
                 let partitions = self.partitions_of(tpl);
                 self.assign(&partitions);
+                let rebalance = Rebalance::Assign(self.with_start_offsets(tpl));
                 acknowledge(&self.consumer, &rebalance);
                 if let Some(member_id) = member_id(&self.consumer) {
                     self.ports.joined.do_send(GroupJoined { member_id });
@@ -366,6 +369,40 @@ impl Driver {
                 acknowledge(&self.consumer, &rebalance);
             }
         }
+    }
+
+    /// `tpl` with the earliest offset set for every partition of our topic the group never
+    /// committed: with `auto.offset.reset=error`, librdkafka would otherwise stop it with an
+    /// error (the driver then starts it at the earliest offset itself, see [`reset`]; with the
+    /// eager protocol it cannot, so this is where such partitions start). When the committed
+    /// offsets cannot be read, `tpl` as it is.
+    fn with_start_offsets(&self, tpl: &TopicPartitionList) -> TopicPartitionList {
+        let partitions = self.partitions_of(tpl);
+        let out = tpl.clone();
+        if partitions.is_empty() {
+            return out;
+        }
+        let committed = match crate::kafka::committed_of(
+            &self.consumer,
+            &self.topic,
+            &partitions,
+            START_OFFSETS_TIMEOUT,
+        ) {
+            Ok(committed) => committed,
+            Err(error) => {
+                tracing::warn!(?partitions, error = %error, "committed offsets not known at assignment");
+                return out;
+            }
+        };
+        for (partition, offset) in committed {
+            if offset.is_none()
+                && let Some(mut element) = out.find_partition(&self.topic, partition)
+                && matches!(element.offset(), Offset::Invalid | Offset::Stored)
+            {
+                let _ = element.set_offset(Offset::Beginning);
+            }
+        }
+        out
     }
 
     /// Splits the partitions' queues and starts their actors, before librdkafka is told to

@@ -265,6 +265,16 @@ impl Driver {
     /// ([`Driver::run_deferred`]), or in a live rewind (which serves no rebalance until it is
     /// done: only a rebalance librdkafka starts during the rewind's few calls can meet it).
     pub(super) fn restart_fetch(&self, partition: i32, offset: Offset) -> Result<(), String> {
+        if !matches!(
+            self.consumer.rebalance_protocol(),
+            rdkafka::consumer::RebalanceProtocol::Cooperative
+        ) {
+            return Err(
+                "the eager assignment strategy cannot restart one partition (only the whole \
+                 assignment); use cooperative-sticky, the default, or restart the service"
+                    .to_owned(),
+            );
+        }
         let mut list = TopicPartitionList::new();
         list.add_partition(&self.topic, partition);
         self.consumer.incremental_unassign(&list).map_err(|error| {
