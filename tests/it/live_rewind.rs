@@ -551,3 +551,59 @@ async fn a_live_rewind_that_cannot_position_its_partition_keeps_it_in_plain_sigh
     let partition = service.get_json("/api/partitions/0").await.unwrap();
     assert_ne!(partition["state"], "stuck", "{partition}");
 }
+
+/// A live rewind whose rewound offset cannot be committed (the mock refuses the next offset
+/// commit, OFFSET_METADATA_TOO_LARGE, a permanent error) reads from the rewound offset but is
+/// answered and audited as pending, not done; the rewound offset is sent again and the replay
+/// commits the partition to its end. Before issue 21 it was answered with the commit's error as
+/// if the rewind had failed, and audited "ok".
+#[actix_web::test]
+async fn a_rewound_offset_that_cannot_be_committed_is_reported_pending_not_done_on_the_mock() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(Broker::Mock, 1).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(1).await;
+    let start = Utc::now();
+    produce_to(&kafka, 0..20, 0).await;
+    app.wait_committed(&kafka, &[20]).await;
+
+    kafka.mock().request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE],
+    );
+    let answer = post(
+        &app,
+        &format!("/api/partitions/0/rewind?to={}", point_in_time(start)),
+        Some(TOKEN),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let result = &answer.json()["partitions"][0];
+    assert_eq!(result["error"], serde_json::Value::Null, "{result}");
+    assert_eq!(result["decision"]["decision"], "rewind", "{result}");
+    let pending = result["pending"].as_str().unwrap_or_default();
+    assert!(pending.contains("failed"), "{result}");
+    let audit: String = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT result FROM admin_actions WHERE action = 'rewind' ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(audit.starts_with("pending: 20 -> 0"), "{audit}");
+
+    // The replay goes through and the partition is committed to its end again.
+    wait_for(Duration::from_secs(30), "the replay", || async {
+        (redeliveries(&app).await == 20).then_some(())
+    })
+    .await;
+    app.wait_committed(&kafka, &[20]).await;
+    assert_stored_once(&db, 20).await;
+    app.shutdown().await;
+}
