@@ -23,11 +23,11 @@ use super::messages::{
     GroupJoined, KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetResetFound,
     OffsetResetResumed, OffsetsObserved, PartitionAction, PartitionCommand, PartitionsAssigned,
     PartitionsRestarted, PartitionsRevoked, PartitionsRewound, ReleaseForRewind, ReleasePartitions,
-    RewindPartitions, RewindTarget, Shutdown, SkipRefused, SkipTicket, TrackPartitions, Trouble,
+    RewindPartitions, RewindTarget, Shutdown, SkipRefused, SkipTicket, TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
-use crate::domain::{HeldCause, ObservedOffsets};
+use crate::domain::{HeldCause, ObservedOffsets, Trouble};
 use crate::inbox::offset_resets;
 
 /// Identity of this member, for the status page.

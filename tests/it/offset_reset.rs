@@ -14,8 +14,8 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use history_consumer::actors::messages::Trouble;
 use history_consumer::domain::HeldCause;
+use history_consumer::domain::Trouble;
 use history_consumer::domain::offset_reset::ResetPolicy;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
