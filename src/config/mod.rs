@@ -512,6 +512,24 @@ mod tests {
     }
 
     #[test]
+    fn the_offset_reset_policy_holds_by_default_and_librdkafkas_own_reset_is_refused() {
+        let settings = run_args(&[]).unwrap();
+        assert_eq!(settings.runtime.offset_reset_policy, ResetPolicy::Hold);
+        let go_on = run_args(&["--offset-reset-policy", "continue"]).unwrap();
+        assert_eq!(go_on.runtime.offset_reset_policy, ResetPolicy::Continue);
+        let wrong = run_args(&["--offset-reset-policy", "earliest"]).unwrap_err();
+        assert!(
+            wrong.contains("--offset-reset-policy") && wrong.contains("continue, hold"),
+            "{wrong}"
+        );
+        let theirs = run_args(&["--kafka-option", "auto.offset.reset=earliest"]).unwrap_err();
+        assert!(
+            theirs.contains("auto.offset.reset") && theirs.contains("--offset-reset-policy"),
+            "{theirs}"
+        );
+    }
+
+    #[test]
     fn the_admin_flags_reach_the_settings() {
         let settings = run_args(&[
             "--admin-addr",
