@@ -173,7 +173,23 @@ async fn a_position_before_the_log_start_is_recorded_and_holds_the_partition_unt
     assert_eq!(stored(&db).await, 0, "nothing read while held");
     assert_eq!(kafka.committed(&group).await, [2]);
 
-    // An operator's live rewind (to any time) reads on from the log's start.
+    // An operator's live rewind (to any time) reads on from the log's start; its preview says so.
+    let preview = request(
+        &admin,
+        "POST",
+        &format!(
+            "/api/partitions/0/rewind?to={}&dry_run=true",
+            point_in_time(Utc::now())
+        ),
+        &[("Authorization", &format!("Bearer {ADMIN_TOKEN}"))],
+        "",
+    )
+    .await;
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    let row = &preview.json()["plan"]["partitions"][0];
+    assert_eq!(row["position"], 2, "{row}");
+    assert_eq!(row["decision"]["decision"], "past_gap", "{row}");
+    assert_eq!(row["decision"]["to"], start, "{row}");
     let rewound = request(
         &admin,
         "POST",
