@@ -119,7 +119,15 @@ impl Driver {
                 }
                 _ => None,
             });
-            let plan = match gap {
+            let resume = resume_of(partition, &reader);
+            // Records before the gap that the drained actor had not resolved were dropped with
+            // it: reading must go back to them, never past them to the log's start (if they are
+            // gone too, librdkafka reports that position out of range and it is recorded).
+            let before_gap = match (gap, resume) {
+                (Some((from, _)), Some(resume)) if resume < from => Some(resume),
+                _ => None,
+            };
+            let plan = match gap.filter(|_| before_gap.is_none()) {
                 // librdkafka stopped fetching the partition at the reset: it must be started
                 // again at the log's start (or an earlier target), never left where it is.
                 Some((from, known_start)) => {
@@ -141,19 +149,21 @@ impl Driver {
                     }
                 }
                 None => {
-                    let resume = resume_of(partition, &reader);
                     let committed = committed.get(&partition).copied().flatten();
                     restart(resume, committed, target.target)
                 }
             };
-            let positioned = match plan.seek {
-                Some(offset) => self.reposition(partition, offset, gap.is_some()),
-                None => Ok(()),
+            // librdkafka stopped fetching a partition at an offset reset: only a restart of its
+            // fetching moves it, and it must move even when the rewind keeps its position.
+            let positioned = match (plan.seek, gap) {
+                (Some(offset), _) => self.reposition(partition, offset, gap.is_some()),
+                (None, Some((from, _))) => self.reposition(partition, resume.unwrap_or(from), true),
+                (None, None) => Ok(()),
             };
             match &positioned {
                 Ok(()) => {
                     tracing::info!(partition, decision = ?plan.decision, seek = plan.seek, "live rewind: restarting");
-                    if let (Some((from, _)), Some(to)) = (gap, plan.seek) {
+                    if let (Some((from, _)), Some(to), None) = (gap, plan.seek, before_gap) {
                         self.ports.resets_resumed.do_send(OffsetResetResumed {
                             partition,
                             from,
