@@ -368,3 +368,33 @@ async fn a_group_that_never_committed_starts_at_the_earliest_offset(broker: Brok
     );
     app.shutdown().await;
 }
+
+/// The same from outside: the binary with `HISTORY_OFFSET_RESET_POLICY=continue` in its
+/// environment records the gap and reads on.
+#[actix_web::test]
+async fn the_binary_takes_the_policy_from_its_environment_on_the_mock() {
+    use crate::support::service::ServiceProcess;
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(Broker::Mock, 1).await;
+    let group = unique_name("group");
+    let (start, end) = a_committed_position_before_the_log_start(&kafka, &group).await;
+    let _service = ServiceProcess::spawn_with_env(
+        &db.url,
+        &kafka.brokers,
+        &kafka.topic,
+        &group,
+        &[],
+        &[("HISTORY_OFFSET_RESET_POLICY", "continue")],
+    );
+    crate::support::kafka::wait_committed(&kafka, &group, &[end], Duration::from_secs(60)).await;
+    assert_eq!(stored(&db).await, end - start);
+    assert_eq!(
+        reset_rows(&db).await,
+        vec![(
+            2,
+            Some(start),
+            "continue".to_owned(),
+            Some("policy continue".to_owned())
+        )]
+    );
+}
