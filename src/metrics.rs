@@ -19,6 +19,8 @@ struct Families {
     records: IntCounterVec,
     duplicates: IntCounterVec,
     dead_letters: IntCounterVec,
+    offset_resets: IntCounterVec,
+    offset_reset_gap: IntCounterVec,
     backlog: IntGaugeVec,
     oldest_unknown: prometheus::GaugeVec,
     watermark: IntGaugeVec,
@@ -28,6 +30,7 @@ struct Families {
     fetch_paused: IntGaugeVec,
     stuck: IntGaugeVec,
     dead_letter_guard: IntGaugeVec,
+    offset_reset_held: IntGaugeVec,
     lag_seconds: prometheus::GaugeVec,
     transaction: HistogramVec,
     commits: IntCounterVec,
@@ -93,6 +96,20 @@ impl Metrics {
                 "history_dead_letters_total",
                 "Records stored in dead_letters, by partition and reason.",
                 &["partition", "reason"],
+            ),
+            offset_resets: counter(
+                "history_offset_resets_total",
+                "Positions found out of their partition's log (records gone unread), by partition and what the service did (hold, continue); each is recorded in offset_resets.",
+                &["partition", "policy"],
+            ),
+            offset_reset_gap: counter(
+                "history_offset_reset_gap_offsets_total",
+                "Offsets passed over unread because they were no longer in the partition's log, by partition (counted when reading goes on past a recorded gap).",
+                &["partition"],
+            ),
+            offset_reset_held: gauge(
+                "history_partition_offset_reset_held",
+                "1 while the partition is held at a recorded offset reset (its position is no longer in the log; --offset-reset-policy hold) until an operator rewinds it live.",
             ),
             backlog: gauge(
                 "history_unknown_backlog_records",
@@ -289,6 +306,42 @@ impl Metrics {
             .inc();
     }
 
+    /// A position out of its partition's log was found (and is being recorded).
+    pub fn observe_offset_reset(&self, partition: i32, policy: &str) {
+        self.families
+            .offset_resets
+            .with_label_values(&[&partition.to_string(), policy])
+            .inc();
+    }
+
+    /// Makes a newly assigned partition's offset reset series exist at 0, so that a query or
+    /// an alert sees the first reset as an increase.
+    pub fn init_offset_resets(&self, partition: i32) {
+        let p = partition.to_string();
+        let f = &self.families;
+        for policy in crate::domain::offset_reset::ResetPolicy::ALL {
+            f.offset_resets.with_label_values(&[&p, policy.as_str()]);
+        }
+        f.offset_reset_gap.with_label_values(&[&p]);
+        f.offset_reset_held.with_label_values(&[&p]).set(0);
+    }
+
+    /// Whether the partition is held at a recorded offset reset.
+    pub fn set_offset_reset_held(&self, partition: i32, held: bool) {
+        self.families
+            .offset_reset_held
+            .with_label_values(&[&partition.to_string()])
+            .set(i64::from(held));
+    }
+
+    /// Reading went on past a recorded gap of `offsets` offsets.
+    pub fn observe_offset_reset_gap(&self, partition: i32, offsets: u64) {
+        self.families
+            .offset_reset_gap
+            .with_label_values(&[&partition.to_string()])
+            .inc_by(offsets);
+    }
+
     pub fn set_backlog(&self, partition: i32, records: usize, oldest: Duration) {
         let p = partition.to_string();
         self.families
@@ -420,6 +473,7 @@ impl Metrics {
             &f.fetch_paused,
             &f.stuck,
             &f.dead_letter_guard,
+            &f.offset_reset_held,
         ] {
             let _ = gauge.remove_label_values(&[&p]);
         }

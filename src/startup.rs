@@ -176,6 +176,8 @@ impl Application {
             rewinding: supervisor.clone().recipient(),
             restarted: supervisor.clone().recipient(),
             rewound: supervisor.clone().recipient(),
+            resets: supervisor.clone().recipient(),
+            resets_resumed: supervisor.clone().recipient(),
         };
 
         let admin = &settings.admin;
@@ -257,6 +259,7 @@ impl Application {
             DriverSettings {
                 initial_credit: runtime.partition_queue,
                 shutdown_deadline,
+                reset_policy: runtime.offset_reset_policy,
             },
         )
         .map_err(StartupError::Thread)?;

@@ -17,6 +17,7 @@ use actix::prelude::*;
 use serde::Serialize;
 
 use super::status::{CheckpointStatus, PartitionStatus, ServiceStatus};
+use crate::domain::offset_reset::OffsetReset;
 use crate::domain::rewind::{Decision, TimeOffset};
 use crate::domain::{FetchedRecord, ObservedOffsets, Outcome, Trouble};
 use tokio::sync::oneshot;
@@ -64,6 +65,13 @@ pub enum KafkaRequest {
     /// commit in flight, seek, start new assignments ([`PartitionsRestarted`]), commit the
     /// rewound positions ahead of anything queued, and report [`PartitionsRewound`] with `id`.
     Rewind { id: u64, targets: Vec<RewindTarget> },
+    /// The gap of a position out of its log (at `from`) is recorded: read the assignment's
+    /// partition on from `at` (`--offset-reset-policy continue`).
+    ResumeAfterReset {
+        assignment: Assignment,
+        from: i64,
+        at: i64,
+    },
     /// Leave the group: revoke (drain and commit) every partition, then close.
     Shutdown,
     /// A librdkafka queue has something to serve.
@@ -123,7 +131,13 @@ pub struct LiveRewound {
     pub partition: i32,
     /// `None`: the partition was not rewound (see `error`).
     pub decision: Option<Decision>,
+    /// Why the rewind did not happen (the partition is shown held with it when it could not
+    /// be restarted where it should).
     pub error: Option<String>,
+    /// The partition reads from its new position, but the position is not committed yet: why
+    /// (it is queued behind an unanswered commit, or its commit failed and is sent again).
+    /// Until then a restart would go back to the offset committed before.
+    pub pending: Option<String>,
 }
 
 impl LiveRewound {
@@ -133,6 +147,7 @@ impl LiveRewound {
             partition,
             decision: None,
             error: Some(why.to_owned()),
+            pending: None,
         }
     }
 }
@@ -169,6 +184,27 @@ pub struct PartitionsRewound {
 pub struct FetchTrouble {
     pub assignment: Assignment,
     pub trouble: Option<Trouble>,
+}
+
+/// From the driver thread: an assignment's position is not in its partition's log (see
+/// `domain::offset_reset`). The supervisor records it in `offset_resets` (retrying until the
+/// database takes it) and, when `reset.to_offset` is set, has the driver read on from there
+/// only then ([`KafkaRequest::ResumeAfterReset`]).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct OffsetResetFound {
+    pub assignment: Assignment,
+    pub reset: OffsetReset,
+}
+
+/// From the driver thread: a held gap's partition reads again from `to` (a live rewind).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct OffsetResetResumed {
+    pub partition: i32,
+    pub from: i64,
+    pub to: i64,
+    pub by: &'static str,
 }
 
 /// Offsets librdkafka reported in its statistics for the assigned partitions.

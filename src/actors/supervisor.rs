@@ -20,14 +20,15 @@ use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, CommitPosition, DeadLetterRecord, Drain, DrainForRewind,
     DriverStopped, FetchTrouble, Fetched, GetCheckpointStatus, GetPartitionStatus, GetStatus,
-    GroupJoined, KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetsObserved, PartitionAction,
-    PartitionCommand, PartitionsAssigned, PartitionsRestarted, PartitionsRevoked,
-    PartitionsRewound, ReleaseForRewind, ReleasePartitions, RewindPartitions, RewindTarget,
-    Shutdown, SkipRefused, SkipTicket, TrackPartitions,
+    GroupJoined, KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetResetFound,
+    OffsetResetResumed, OffsetsObserved, PartitionAction, PartitionCommand, PartitionsAssigned,
+    PartitionsRestarted, PartitionsRevoked, PartitionsRewound, ReleaseForRewind, ReleasePartitions,
+    RewindPartitions, RewindTarget, Shutdown, SkipRefused, SkipTicket, TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
-use crate::domain::{ObservedOffsets, Trouble};
+use crate::domain::{HeldCause, ObservedOffsets, Trouble};
+use crate::inbox::offset_resets;
 
 /// Identity of this member, for the status page.
 #[derive(Debug, Clone)]
@@ -103,6 +104,7 @@ impl Supervisor {
         });
         let mut sinks: Vec<(Assignment, Recipient<Fetched>)> = Vec::new();
         for assignment in assignments {
+            self.deps.metrics.init_offset_resets(assignment.partition);
             let paused = self.paused.contains(&assignment.partition);
             let actor = PartitionActor::new(assignment, self.deps.clone(), paused).start();
             sinks.push((assignment, actor.clone().recipient()));
@@ -135,6 +137,9 @@ impl Supervisor {
                 .is_some_and(|(held, _)| held == assignment)
             {
                 self.fetch.remove(&assignment.partition);
+                self.deps
+                    .metrics
+                    .set_offset_reset_held(assignment.partition, false);
             }
             if self
                 .partitions
@@ -281,6 +286,11 @@ impl Handler<FetchTrouble> for Supervisor {
             .is_some_and(|(assignment, _)| *assignment == msg.assignment);
         match msg.trouble {
             Some(trouble) if current => {
+                let at_reset = matches!(
+                    &trouble,
+                    Trouble::Held(held) if matches!(held.cause, HeldCause::OffsetOutOfRange { .. })
+                );
+                self.deps.metrics.set_offset_reset_held(partition, at_reset);
                 self.fetch.insert(partition, (msg.assignment, trouble));
             }
             Some(_) => {}
@@ -291,9 +301,90 @@ impl Handler<FetchTrouble> for Supervisor {
                     .is_some_and(|(assignment, _)| *assignment == msg.assignment)
                 {
                     self.fetch.remove(&partition);
+                    self.deps.metrics.set_offset_reset_held(partition, false);
                 }
             }
         }
+    }
+}
+
+/// How long recording an offset reset waits before trying again while the database fails.
+const RESET_RECORD_RETRY: Duration = Duration::from_secs(1);
+
+impl Handler<OffsetResetFound> for Supervisor {
+    type Result = ();
+
+    /// Records the gap (until the database takes it), and only then lets the partition read on
+    /// past it when the policy says so.
+    fn handle(&mut self, msg: OffsetResetFound, _ctx: &mut Context<Self>) {
+        let OffsetResetFound { assignment, reset } = msg;
+        let partition = assignment.partition;
+        self.deps
+            .metrics
+            .observe_offset_reset(partition, reset.policy.as_str());
+        let pool = self.deps.pool.clone();
+        let kafka = self.kafka.clone();
+        let metrics = self.deps.metrics.clone();
+        actix::spawn(async move {
+            let mut failing = false;
+            while let Err(error) = offset_resets::record(&pool, &reset).await {
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(
+                        partition,
+                        from = reset.from_offset,
+                        error = %crate::error_text::chain(&error),
+                        "offset reset not recorded yet; the partition stays held until it is"
+                    );
+                }
+                tokio::time::sleep(RESET_RECORD_RETRY).await;
+            }
+            tracing::warn!(
+                partition,
+                from = reset.from_offset,
+                to = reset.to_offset,
+                log_start = reset.log_start,
+                log_end = reset.log_end,
+                policy = reset.policy.as_str(),
+                reason = %reset.reason,
+                "offset reset recorded in offset_resets"
+            );
+            if let Some(at) = reset.to_offset {
+                metrics.observe_offset_reset_gap(partition, reset.skipped().unsigned_abs());
+                kafka.send(KafkaRequest::ResumeAfterReset {
+                    assignment,
+                    from: reset.from_offset,
+                    at,
+                });
+            }
+        });
+    }
+}
+
+impl Handler<OffsetResetResumed> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: OffsetResetResumed, _ctx: &mut Context<Self>) {
+        let pool = self.deps.pool.clone();
+        let topic = self.info.topic.clone();
+        let metrics = self.deps.metrics.clone();
+        actix::spawn(async move {
+            let mut failing = false;
+            while let Err(error) =
+                offset_resets::resume(&pool, &topic, msg.partition, msg.from, msg.to, msg.by).await
+            {
+                if !std::mem::replace(&mut failing, true) {
+                    tracing::warn!(
+                        partition = msg.partition,
+                        from = msg.from,
+                        error = %crate::error_text::chain(&error),
+                        "the end of a held offset reset is not recorded yet; retrying"
+                    );
+                }
+                tokio::time::sleep(RESET_RECORD_RETRY).await;
+            }
+            metrics
+                .observe_offset_reset_gap(msg.partition, (msg.to - msg.from).max(0).unsigned_abs());
+        });
     }
 }
 

@@ -438,6 +438,49 @@ pub struct PartitionPage {
     pub dead_letters_error: String,
     pub audit: Vec<AuditView>,
     pub audit_error: String,
+    /// Offsets reset because the position was no longer in the log (`offset_resets`).
+    pub resets: Vec<ResetView>,
+    pub resets_error: String,
+}
+
+/// One recorded offset reset, formatted.
+pub struct ResetView {
+    pub at: String,
+    pub from: i64,
+    /// Where reading went on, or `held`.
+    pub to: String,
+    pub log: String,
+    /// Offsets passed over unread.
+    pub gap: String,
+    pub policy: String,
+    pub resumed: String,
+    pub reason: String,
+}
+
+impl ResetView {
+    pub fn list(rows: Vec<crate::inbox::offset_resets::ResetRow>) -> Vec<ResetView> {
+        let offset = |o: Option<i64>| o.map_or_else(|| "?".to_owned(), |o| o.to_string());
+        rows.into_iter()
+            .map(|r| ResetView {
+                at: time(r.detected_at),
+                from: r.from_offset,
+                to: r
+                    .to_offset
+                    .map_or_else(|| "held".to_owned(), |o| o.to_string()),
+                log: format!("{} to {}", offset(r.log_start), offset(r.log_end)),
+                gap: match r.to_offset {
+                    Some(_) => r.skipped().to_string(),
+                    None => "not yet passed".to_owned(),
+                },
+                policy: r.policy.clone(),
+                resumed: match (&r.resumed_by, r.resumed_at) {
+                    (Some(by), Some(at)) => format!("{by}, {}", time(at)),
+                    _ => String::new(),
+                },
+                reason: r.reason,
+            })
+            .collect()
+    }
 }
 
 #[derive(Template)]

@@ -16,7 +16,8 @@ use super::error::AdminError;
 use super::pages::Layout;
 use crate::actors::messages::{GetOverview, LiveRewound, NotOwned, RewindPartitions};
 use crate::actors::status::{Overview, PartitionView};
-use crate::domain::rewind::{Decision, TimeOffset, decide};
+use crate::domain::rewind::{Decision, TimeOffset, decide, restart_past_gap};
+use crate::domain::{Held, HeldCause, Trouble};
 use crate::error_text::chain;
 use crate::kafka::reader::Found;
 use crate::recovery::{audit, find_time};
@@ -107,7 +108,27 @@ pub async fn plan(state: &AdminState, scope: Scope, to: DateTime<Utc>) -> Result
         .iter()
         .filter_map(|view| {
             let &(target, how) = found.get(&view.partition)?;
-            let position = position_now(view);
+            // A partition held at an offset reset reads on from its log's start (or moves back
+            // to an earlier target), as the driver will decide.
+            let gap = match &view.fetch {
+                Some(Trouble::Held(Held {
+                    offset: Some(from),
+                    cause:
+                        HeldCause::OffsetOutOfRange {
+                            log_start: Some(start),
+                            ..
+                        },
+                    ..
+                })) => Some((*from, *start)),
+                _ => None,
+            };
+            let (position, decision) = match gap {
+                Some((from, start)) => (Some(from), restart_past_gap(from, start, target).decision),
+                None => {
+                    let position = position_now(view);
+                    (position, decide(position, target))
+                }
+            };
             Some(PlanRow {
                 partition: view.partition,
                 position,
@@ -116,7 +137,7 @@ pub async fn plan(state: &AdminState, scope: Scope, to: DateTime<Utc>) -> Result
                     Found::Broker => "broker",
                     Found::Read => "read",
                 },
-                decision: decide(position, target),
+                decision,
             })
         })
         .collect();
@@ -159,7 +180,12 @@ pub async fn execute(
     let rows: Vec<(i32, String)> = results
         .iter()
         .map(|r| {
-            let text = audit::result_text(r.decision.as_ref(), to, r.error.as_deref());
+            let text = audit::result_text(
+                r.decision.as_ref(),
+                to,
+                r.error.as_deref(),
+                r.pending.as_deref(),
+            );
             (r.partition, text)
         })
         .collect();
@@ -207,6 +233,9 @@ fn decision_note(decision: &Decision) -> String {
     match decision {
         Decision::Rewind { .. } => "moves back".to_owned(),
         Decision::Keep { reason, .. } => format!("kept: {}", reason.describe()),
+        Decision::PastGap { .. } => {
+            "reads on from the log's start past a recorded offset reset".to_owned()
+        }
     }
 }
 
@@ -256,11 +285,12 @@ impl RewindPage {
             .iter()
             .map(|r| {
                 let decision = r.decision.as_ref();
-                let note = match (decision, &r.error) {
-                    (_, Some(error)) => error.clone(),
-                    (Some(Decision::Rewind { .. }), None) => "rewound".to_owned(),
-                    (Some(decision), None) => decision_note(decision),
-                    (None, None) => String::new(),
+                let note = match (decision, &r.error, &r.pending) {
+                    (_, Some(error), _) => error.clone(),
+                    (_, None, Some(pending)) => format!("reading again, commit pending: {pending}"),
+                    (Some(Decision::Rewind { .. }), None, None) => "rewound".to_owned(),
+                    (Some(decision), None, None) => decision_note(decision),
+                    (None, None, None) => String::new(),
                 };
                 RewindRowView {
                     partition: r.partition,

@@ -15,6 +15,8 @@ pub const DRAIN_TIMEOUT: &str = "5s";
 pub const DB_POOL_SIZE: usize = 16;
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 pub const MAX_CONSECUTIVE_REJECTIONS: u32 = 10;
+/// Hold a partition whose position left its log until an operator rewinds it.
+pub const OFFSET_RESET_POLICY: &str = "hold";
 pub const PARTITION_QUEUE: usize = 1024;
 pub const PARTITION_FETCH_KB: usize = 512;
 pub const WORK_TIMEOUT: &str = "30s";

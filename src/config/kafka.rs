@@ -235,12 +235,15 @@ pub fn shown_value<'a>(key: &str, value: &'a str) -> &'a str {
     }
 }
 
-/// Properties the service sets itself: the group's offsets move only past resolved records.
-pub const RESERVED_PROPERTIES: [&str; 4] = [
+/// Properties the service sets itself: the group's offsets move only past resolved records,
+/// and a position out of its partition's log is the service's to handle (`--offset-reset-policy`),
+/// never librdkafka's silent `auto.offset.reset`.
+pub const RESERVED_PROPERTIES: [&str; 5] = [
     "enable.auto.commit",
     "enable.auto.offset.store",
     "group.id",
     "bootstrap.servers",
+    "auto.offset.reset",
 ];
 
 /// The brokers and the properties that reach them, checked.
@@ -320,8 +323,8 @@ impl KafkaConnectionArgs {
             if RESERVED_PROPERTIES.contains(&name.as_str()) {
                 return Err(ConfigError::new(
                     format!("--kafka-option {name}"),
-                    "is set by the service itself (use --brokers/--group; offsets are committed \
-                     only past resolved records)",
+                    "is set by the service itself (use --brokers/--group/--offset-reset-policy; \
+                     offsets are committed only past resolved records)",
                 ));
             }
             let refused = match known_to_librdkafka(name, value) {

@@ -73,6 +73,7 @@ pub const MAX_CONSECUTIVE_REJECTIONS: Key = Key::new(
     "max-consecutive-rejections",
     "HISTORY_MAX_CONSECUTIVE_REJECTIONS",
 );
+pub const OFFSET_RESET_POLICY: Key = Key::new("offset-reset-policy", "HISTORY_OFFSET_RESET_POLICY");
 pub const PARTITION_QUEUE: Key = Key::new("partition-queue", "HISTORY_PARTITION_QUEUE");
 pub const PARTITION_FETCH_KB: Key = Key::new("partition-fetch-kb", "HISTORY_PARTITION_FETCH_KB");
 pub const WORK_TIMEOUT: Key = Key::new("work-timeout", "HISTORY_WORK_TIMEOUT");

@@ -23,12 +23,21 @@ pub use key::Key;
 pub use secret::{Secret, parse_secret};
 
 use crate::backoff::Backoff;
+use crate::domain::offset_reset::ResetPolicy;
 use crate::stuck::StuckRules;
 use admin::{AdminArgs, AdminSettings};
 use database::DatabaseSettings;
 
 /// A duration as people write it: `100ms`, `40s`, `2m`, `1h 30m`. A number alone is refused:
 /// its unit would be a guess.
+/// `hold` or `continue` (`--offset-reset-policy`).
+pub fn parse_reset_policy(text: &str) -> Result<ResetPolicy, String> {
+    text.parse().map_err(|_| {
+        let known: Vec<&str> = ResetPolicy::ALL.iter().map(|p| p.as_str()).collect();
+        format!("`{text}` is not a policy: one of {}", known.join(", "))
+    })
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|error| format!("{error} (write a duration with its unit, e.g. 500ms, 40s, 2m)"))
@@ -130,6 +139,14 @@ pub struct TuningArgs {
     #[arg(long = key::MAX_CONSECUTIVE_REJECTIONS.long, env = key::MAX_CONSECUTIVE_REJECTIONS.env,
           default_value_t = defaults::MAX_CONSECUTIVE_REJECTIONS)]
     pub max_consecutive_rejections: u32,
+    /// What a partition whose committed or current offset is no longer in its log does (the
+    /// records were deleted by retention or DeleteRecords, or the log ends before it): `hold`
+    /// it, stuck, until an operator rewinds it, or `continue` from the log's start. Either way
+    /// the gap is recorded in `offset_resets`. A partition the group never committed still
+    /// starts at its earliest offset.
+    #[arg(long = key::OFFSET_RESET_POLICY.long, env = key::OFFSET_RESET_POLICY.env,
+          default_value = defaults::OFFSET_RESET_POLICY, value_parser = parse_reset_policy)]
+    pub offset_reset_policy: ResetPolicy,
     /// Records a partition actor holds or has asked for (its window), and the records
     /// librdkafka prefetches for each partition beyond that (`queued.min.messages`).
     #[arg(long = key::PARTITION_QUEUE.long, env = key::PARTITION_QUEUE.env,
@@ -270,6 +287,8 @@ pub struct RuntimeSettings {
     pub max_payload_bytes: usize,
     /// Records rejected by the database in a row that may be dead-lettered.
     pub max_consecutive_rejections: u32,
+    /// What a partition whose position left its log does (`--offset-reset-policy`).
+    pub offset_reset_policy: ResetPolicy,
     pub partition_queue: usize,
     /// KiB librdkafka prefetches per partition (see `--partition-fetch-kb`).
     pub partition_fetch_kb: usize,
@@ -294,6 +313,7 @@ impl Default for RuntimeSettings {
             db_pool_size: defaults::DB_POOL_SIZE,
             max_payload_bytes: defaults::MAX_PAYLOAD_BYTES,
             max_consecutive_rejections: defaults::MAX_CONSECUTIVE_REJECTIONS,
+            offset_reset_policy: ResetPolicy::Hold,
             partition_queue: defaults::PARTITION_QUEUE,
             partition_fetch_kb: defaults::PARTITION_FETCH_KB,
             work_timeout: duration(defaults::WORK_TIMEOUT),
@@ -317,6 +337,7 @@ impl RuntimeSettings {
             db_pool_size: tuning.db_pool_size,
             max_payload_bytes: tuning.max_payload_bytes,
             max_consecutive_rejections: tuning.max_consecutive_rejections,
+            offset_reset_policy: tuning.offset_reset_policy,
             partition_queue: tuning.partition_queue,
             partition_fetch_kb: tuning.partition_fetch_kb,
             work_timeout: tuning.work_timeout,
@@ -370,8 +391,8 @@ impl Settings {
             if kafka::RESERVED_PROPERTIES.contains(&option) {
                 return Err(ConfigError::new(
                     format!("--kafka-option {option}"),
-                    "is set by the service itself (use --brokers/--group; offsets are committed \
-                     only past resolved records)",
+                    "is set by the service itself (use --brokers/--group/--offset-reset-policy; \
+                     offsets are committed only past resolved records)",
                 ));
             }
         }
@@ -488,6 +509,24 @@ mod tests {
         assert_eq!(settings.runtime.max_consecutive_rejections, 10);
         let none = run_args(&["--max-consecutive-rejections", "0"]).unwrap();
         assert_eq!(none.runtime.max_consecutive_rejections, 0);
+    }
+
+    #[test]
+    fn the_offset_reset_policy_holds_by_default_and_librdkafkas_own_reset_is_refused() {
+        let settings = run_args(&[]).unwrap();
+        assert_eq!(settings.runtime.offset_reset_policy, ResetPolicy::Hold);
+        let go_on = run_args(&["--offset-reset-policy", "continue"]).unwrap();
+        assert_eq!(go_on.runtime.offset_reset_policy, ResetPolicy::Continue);
+        let wrong = run_args(&["--offset-reset-policy", "earliest"]).unwrap_err();
+        assert!(
+            wrong.contains("--offset-reset-policy") && wrong.contains("continue, hold"),
+            "{wrong}"
+        );
+        let theirs = run_args(&["--kafka-option", "auto.offset.reset=earliest"]).unwrap_err();
+        assert!(
+            theirs.contains("auto.offset.reset") && theirs.contains("--offset-reset-policy"),
+            "{theirs}"
+        );
     }
 
     #[test]

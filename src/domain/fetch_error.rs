@@ -141,7 +141,7 @@ impl Held {
             ),
             HeldCause::OffsetOutOfRange { log_start, log_end } => format!(
                 "held at {at}: the offset is not in the partition's log any more (it holds {} to \
-                 {}); the gap is recorded: {}",
+                 {}); the gap is recorded in offset_resets before anything past it is read: {}",
                 log_start.map_or_else(|| "?".to_owned(), |o| o.to_string()),
                 log_end.map_or_else(|| "?".to_owned(), |o| o.to_string()),
                 self.detail

@@ -9,6 +9,7 @@ pub mod dead_letter;
 pub mod duplicate;
 pub mod event;
 pub mod fetch_error;
+pub mod offset_reset;
 pub mod offsets;
 pub mod outcome;
 pub mod point_in_time;

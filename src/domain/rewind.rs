@@ -66,6 +66,9 @@ pub enum Decision {
     Rewind { from: i64, to: i64 },
     /// Stays where it is.
     Keep { position: Option<i64>, reason: Keep },
+    /// Was held at `from`, a position no longer in its log (a recorded offset reset): reads on
+    /// from `to`, the log's start. Nothing is read again; the gap was recorded when found.
+    PastGap { from: i64, to: i64 },
 }
 
 impl Decision {
@@ -73,14 +76,14 @@ impl Decision {
     pub fn replayed(&self) -> i64 {
         match self {
             Decision::Rewind { from, to } => from - to,
-            Decision::Keep { .. } => 0,
+            Decision::Keep { .. } | Decision::PastGap { .. } => 0,
         }
     }
 
     /// The position once decided.
     pub fn after(&self) -> Option<i64> {
         match self {
-            Decision::Rewind { to, .. } => Some(*to),
+            Decision::Rewind { to, .. } | Decision::PastGap { to, .. } => Some(*to),
             Decision::Keep { position, .. } => *position,
         }
     }
@@ -88,7 +91,7 @@ impl Decision {
     /// The position before.
     pub fn before(&self) -> Option<i64> {
         match self {
-            Decision::Rewind { from, .. } => Some(*from),
+            Decision::Rewind { from, .. } | Decision::PastGap { from, .. } => Some(*from),
             Decision::Keep { position, .. } => *position,
         }
     }
@@ -133,11 +136,34 @@ pub fn restart(resume: Option<i64>, committed: Option<i64>, target: TimeOffset) 
             seek: Some(to),
             commit: Some(to),
         },
-        Decision::Keep { .. } => Restart {
+        Decision::Keep { .. } | Decision::PastGap { .. } => Restart {
             decision,
             seek: resume,
             commit: None,
         },
+    }
+}
+
+/// Decides the restart of a partition held at `from`, a position no longer in its log (see
+/// `domain::offset_reset`), whose log starts at `log_start` now. A target before the position
+/// moves it back as any rewind does (a log that ends before the position); otherwise it reads
+/// on from the log's start, the least it can pass over, whatever the point in time: the
+/// records between are gone, and the gap is on record.
+pub fn restart_past_gap(from: i64, log_start: i64, target: TimeOffset) -> Restart {
+    let to = target.offset();
+    let decision = if to < from {
+        Decision::Rewind { from, to }
+    } else {
+        Decision::PastGap {
+            from,
+            to: log_start.max(from),
+        }
+    };
+    let at = decision.after();
+    Restart {
+        decision,
+        seek: at,
+        commit: at,
     }
 }
 
@@ -146,6 +172,20 @@ mod tests {
     use super::*;
 
     const AT_40: TimeOffset = TimeOffset::At { offset: 40 };
+
+    #[test]
+    fn a_held_gap_reads_on_from_the_log_start_or_moves_back_to_an_earlier_target() {
+        let past = restart_past_gap(10, 500, TimeOffset::At { offset: 700 });
+        assert_eq!(past.decision, Decision::PastGap { from: 10, to: 500 });
+        assert_eq!((past.seek, past.commit), (Some(500), Some(500)));
+        assert_eq!(past.decision.replayed(), 0);
+        let end = restart_past_gap(10, 500, TimeOffset::NoneAfter { end: 900 });
+        assert_eq!(end.decision, Decision::PastGap { from: 10, to: 500 });
+        // The log ends before the position (truncated): a target inside it is a rewind.
+        let back = restart_past_gap(950, 0, AT_40);
+        assert_eq!(back.decision, Decision::Rewind { from: 950, to: 40 });
+        assert_eq!(back.seek, Some(40));
+    }
 
     #[test]
     fn a_position_past_the_target_moves_back_to_it() {

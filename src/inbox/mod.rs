@@ -7,6 +7,7 @@ pub mod dead_letters;
 pub mod duplicates;
 pub mod guards;
 pub mod migrate;
+pub mod offset_resets;
 pub mod postgres;
 pub mod replay;
 pub mod session;

@@ -26,7 +26,11 @@ pub fn consumer_config(kafka: &KafkaSettings, client_id: &str, prefetch: Prefetc
         // Offsets move only past resolved records (SPEC §5): we commit them ourselves.
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
+        // A position out of its log is reported to the driver (an `_AUTO_OFFSET_RESET` error on
+        // the partition's queue) instead of being reset in silence: the driver records the gap
+        // and holds or goes on as --offset-reset-policy says, and starts a partition the group
+        // never committed at its earliest offset itself (see kafka::driver::reset).
+        .set("auto.offset.reset", "error")
         .set("partition.assignment.strategy", "cooperative-sticky")
         .set("isolation.level", "read_committed")
         // A damaged batch must hold its partition, not be read as records (docs/contract.md).

@@ -19,6 +19,8 @@ mod reset;
 mod rewind;
 mod trouble;
 
+pub use rewind::TEST_REWIND_FAIL;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -35,11 +37,12 @@ use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
 use super::queue::Polled;
 use crate::actors::messages::{
     Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, FetchTrouble,
-    Fetched, GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRestarted,
-    PartitionsRevoked, PartitionsRewound,
+    Fetched, GroupJoined, KafkaLink, KafkaRequest, OffsetResetFound, OffsetResetResumed,
+    PartitionsAssigned, PartitionsRestarted, PartitionsRevoked, PartitionsRewound,
 };
 use crate::domain::Held;
 use crate::domain::connection::is_connection_error;
+use crate::domain::offset_reset::ResetPolicy;
 use position::{PositionTrust, passed_offsets_without_records};
 
 type Consumer_ = BaseConsumer<KafkaContext>;
@@ -52,6 +55,8 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 const POSITION_CHECK_EVERY: Duration = Duration::from_millis(20);
 /// How long a revoke waits for the commit in flight and then for the final commit.
 const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long asking the group coordinator for committed offsets at an assignment may take.
+const START_OFFSETS_TIMEOUT: Duration = Duration::from_secs(5);
 /// A commit without an answer for this long is reported in the log.
 const SLOW_COMMIT: Duration = Duration::from_secs(30);
 
@@ -68,6 +73,9 @@ pub struct DriverPorts {
     pub rewinding: Recipient<DrainForRewind>,
     pub restarted: Recipient<PartitionsRestarted>,
     pub rewound: Recipient<PartitionsRewound>,
+    /// Positions found out of their partition's log, to be recorded, and held gaps passed.
+    pub resets: Recipient<OffsetResetFound>,
+    pub resets_resumed: Recipient<OffsetResetResumed>,
 }
 
 /// How the driver thread behaves.
@@ -77,6 +85,8 @@ pub struct DriverSettings {
     pub initial_credit: usize,
     /// How long leaving the group may take before the consumer is closed anyway.
     pub shutdown_deadline: Duration,
+    /// What a partition whose position left its log does (`--offset-reset-policy`).
+    pub reset_policy: ResetPolicy,
 }
 
 /// Starts the driver thread. It owns the consumer and closes it on its way out, after the
@@ -116,6 +126,8 @@ pub fn spawn_driver(
                 closing_since: None,
                 positions_checked: Instant::now(),
                 panic_on_first_record: panic_on_first_record(),
+                fail_next_rewind: rewind::fail_first_rewind(),
+                deferred: Vec::new(),
             };
             // A panic must not leave the process waiting for a driver that is gone: it is
             // reported at once (the service then exits with an error), and the consumer is
@@ -181,6 +193,9 @@ struct Reader {
     held: Option<Held>,
     /// A fetch failure was reported for its status and no record came since.
     failing: bool,
+    /// A position librdkafka found out of range although it is in the log, read again once
+    /// (see [`reset`]).
+    read_again: Option<i64>,
 }
 
 struct Driver {
@@ -198,12 +213,17 @@ struct Driver {
     positions_checked: Instant,
     /// See [`TEST_DRIVER_PANIC`].
     panic_on_first_record: bool,
+    /// See [`TEST_REWIND_FAIL`].
+    fail_next_rewind: bool,
+    /// Restarts of partitions' fetching for the next turn of the loop (see [`reset`]).
+    deferred: Vec<reset::Deferred>,
 }
 
 impl Driver {
     fn run(&mut self) {
         loop {
             self.serve_main_queue();
+            self.run_deferred();
             self.collect_commit_answers(Duration::ZERO);
             while let Ok(request) = self.requests.try_recv() {
                 self.handle(request);
@@ -214,7 +234,13 @@ impl Driver {
             if self.finished() {
                 return;
             }
-            match self.requests.recv_timeout(IDLE_WAIT) {
+            // Restarts noted in this turn are carried out in the next, at once.
+            let wait = if self.deferred.is_empty() {
+                IDLE_WAIT
+            } else {
+                Duration::ZERO
+            };
+            match self.requests.recv_timeout(wait) {
                 Ok(request) => self.handle(request),
                 Err(RecvTimeoutError::Timeout) => {}
                 // Every sender is gone: nobody is left to process records.
@@ -235,6 +261,15 @@ impl Driver {
             }
             KafkaRequest::Commit(positions) => self.ledger.request(positions),
             KafkaRequest::Rewind { id, targets } => self.rewind(id, targets),
+            KafkaRequest::ResumeAfterReset {
+                assignment,
+                from,
+                at,
+            } => self.deferred.push(reset::Deferred::Resume {
+                assignment,
+                from,
+                at,
+            }),
             KafkaRequest::Shutdown => self.begin_closing(),
             KafkaRequest::Wake => {}
         }
@@ -315,6 +350,7 @@ impl Driver {
                 self.consumer.context().health.assigned();
                 let partitions = self.partitions_of(tpl);
                 self.assign(&partitions);
+                let rebalance = Rebalance::Assign(self.with_start_offsets(tpl));
                 acknowledge(&self.consumer, &rebalance);
                 if let Some(member_id) = member_id(&self.consumer) {
                     self.ports.joined.do_send(GroupJoined { member_id });
@@ -333,6 +369,40 @@ impl Driver {
                 acknowledge(&self.consumer, &rebalance);
             }
         }
+    }
+
+    /// `tpl` with the earliest offset set for every partition of our topic the group never
+    /// committed: with `auto.offset.reset=error`, librdkafka would otherwise stop it with an
+    /// error (the driver then starts it at the earliest offset itself, see [`reset`]; with the
+    /// eager protocol it cannot, so this is where such partitions start). When the committed
+    /// offsets cannot be read, `tpl` as it is.
+    fn with_start_offsets(&self, tpl: &TopicPartitionList) -> TopicPartitionList {
+        let partitions = self.partitions_of(tpl);
+        let out = tpl.clone();
+        if partitions.is_empty() {
+            return out;
+        }
+        let committed = match crate::kafka::committed_of(
+            &self.consumer,
+            &self.topic,
+            &partitions,
+            START_OFFSETS_TIMEOUT,
+        ) {
+            Ok(committed) => committed,
+            Err(error) => {
+                tracing::warn!(?partitions, error = %error, "committed offsets not known at assignment");
+                return out;
+            }
+        };
+        for (partition, offset) in committed {
+            if offset.is_none()
+                && let Some(mut element) = out.find_partition(&self.topic, partition)
+                && matches!(element.offset(), Offset::Invalid | Offset::Stored)
+            {
+                let _ = element.set_offset(Offset::Beginning);
+            }
+        }
+        out
     }
 
     /// Splits the partitions' queues and starts their actors, before librdkafka is told to
@@ -387,6 +457,7 @@ impl Driver {
                     unchecked: true,
                     held: None,
                     failing: false,
+                    read_again: None,
                 },
             );
         }

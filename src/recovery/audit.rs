@@ -11,15 +11,29 @@ use crate::inbox::PgInboxError;
 pub const ACTION: &str = "rewind";
 
 /// A partition's line in the audit trail (pure): `ok: 120 -> 80 (40 offsets replayed), to
-/// 2026-12-02T10:00:00.000Z`, `kept at 40: already at or before that time, ...`, or the error
-/// (after the decision, if there was one).
-pub fn result_text(decision: Option<&Decision>, to: DateTime<Utc>, error: Option<&str>) -> String {
+/// 2026-12-02T10:00:00.000Z`, `kept at 40: already at or before that time, ...`, `pending:
+/// 120 -> 80 ...; why` when the rewound position is not committed yet, or the error (after the
+/// decision, if there was one).
+pub fn result_text(
+    decision: Option<&Decision>,
+    to: DateTime<Utc>,
+    error: Option<&str>,
+    pending: Option<&str>,
+) -> String {
     let at = to.to_rfc3339_opts(SecondsFormat::Millis, true);
     let offset = |o: Option<i64>| o.map_or_else(|| "none".to_owned(), |o| o.to_string());
+    let state = match (error, pending) {
+        (Some(_), _) => "failed",
+        (None, Some(_)) => "pending",
+        (None, None) => "ok",
+    };
     let decided = match decision {
         Some(decision @ Decision::Rewind { from, to: target }) => format!(
-            "ok: {from} -> {target} ({} offsets replayed), to {at}",
+            "{state}: {from} -> {target} ({} offsets replayed), to {at}",
             decision.replayed()
+        ),
+        Some(Decision::PastGap { from, to: target }) => format!(
+            "{state}: {from} -> {target} past a recorded offset reset (nothing replayed), to {at}"
         ),
         Some(Decision::Keep { position, reason }) => format!(
             "kept at {}: {}, to {at}",
@@ -28,9 +42,10 @@ pub fn result_text(decision: Option<&Decision>, to: DateTime<Utc>, error: Option
         ),
         None => format!("failed, to {at}"),
     };
-    match error {
-        Some(error) => format!("{decided}; {error}"),
-        None => decided,
+    match (error, pending) {
+        (Some(error), _) => format!("{decided}; {error}"),
+        (None, Some(pending)) => format!("{decided}; {pending}"),
+        (None, None) => decided,
     }
 }
 
@@ -64,7 +79,7 @@ mod tests {
             .with_timezone(&Utc);
         let moved = Decision::Rewind { from: 120, to: 80 };
         assert_eq!(
-            result_text(Some(&moved), to, None),
+            result_text(Some(&moved), to, None, None),
             "ok: 120 -> 80 (40 offsets replayed), to 2026-12-02T10:00:00.000Z"
         );
         let kept = Decision::Keep {
@@ -72,16 +87,22 @@ mod tests {
             reason: Keep::NotPastTarget,
         };
         assert_eq!(
-            result_text(Some(&kept), to, None),
+            result_text(Some(&kept), to, None, None),
             "kept at 40: already at or before that time, to 2026-12-02T10:00:00.000Z"
         );
         assert_eq!(
-            result_text(None, to, Some("seek failed")),
+            result_text(None, to, Some("seek failed"), None),
             "failed, to 2026-12-02T10:00:00.000Z; seek failed"
         );
         assert_eq!(
-            result_text(Some(&moved), to, Some("commit not answered")),
-            "ok: 120 -> 80 (40 offsets replayed), to 2026-12-02T10:00:00.000Z; commit not answered"
+            result_text(Some(&moved), to, None, Some("commit not answered yet")),
+            "pending: 120 -> 80 (40 offsets replayed), to 2026-12-02T10:00:00.000Z; commit not \
+             answered yet",
+            "a rewound position not committed yet is not reported as done"
+        );
+        assert_eq!(
+            result_text(Some(&moved), to, Some("restart failed"), None),
+            "failed: 120 -> 80 (40 offsets replayed), to 2026-12-02T10:00:00.000Z; restart failed"
         );
     }
 }

@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use crate::inbox::offset_resets::ResetRow;
+
 /// How many missing events a partition's report names (the counts cover them all).
 pub const MISSING_SHOWN: usize = 10;
 
@@ -166,6 +168,11 @@ pub struct Report {
     pub totals: Totals,
     /// True when no valid event read is missing from the projection.
     pub whole: bool,
+    /// Offset resets on record for the topic, newest first (`offset_resets`): offsets the
+    /// group never read because they were no longer in the log. Their records are gone from
+    /// the topic, so no verification can say whether they were stored; they do not change
+    /// `whole`, which is about the records read.
+    pub offset_resets: Vec<ResetRow>,
 }
 
 impl Report {
@@ -191,6 +198,50 @@ impl Report {
                 counts,
                 rows_without_origin,
             },
+            offset_resets: Vec::new(),
+        }
+    }
+
+    /// The offset resets on record for the topic.
+    pub fn with_offset_resets(mut self, resets: Vec<ResetRow>) -> Report {
+        self.offset_resets = resets;
+        self
+    }
+
+    /// The lines about offset resets on record, if any.
+    fn render_resets(&self, out: &mut String) {
+        if self.offset_resets.is_empty() {
+            return;
+        }
+        let passed: i64 = self.offset_resets.iter().map(ResetRow::skipped).sum();
+        let held = self
+            .offset_resets
+            .iter()
+            .filter(|r| r.to_offset.is_none())
+            .count();
+        let _ = writeln!(
+            out,
+            "OFFSET RESETS: {} on record ({passed} offsets passed over unread, {held} partition \
+             position(s) held): those records were gone from the topic before the group read \
+             them; no verification can show whether they were stored",
+            self.offset_resets.len()
+        );
+        for r in &self.offset_resets {
+            let to = r
+                .to_offset
+                .map_or_else(|| "held".to_owned(), |o| o.to_string());
+            let _ = writeln!(
+                out,
+                "  partition {}: {} -> {to} ({} offsets), found {}, policy {}{}",
+                r.partition,
+                r.from_offset,
+                r.skipped(),
+                r.detected_at.to_rfc3339_opts(SecondsFormat::Millis, true),
+                r.policy,
+                r.resumed_by
+                    .as_ref()
+                    .map_or_else(String::new, |by| format!(", read on by {by}"))
+            );
         }
     }
 
@@ -268,6 +319,7 @@ impl Report {
                 t.marker_only
             );
         }
+        self.render_resets(&mut out);
         if self.whole {
             let _ = writeln!(
                 out,

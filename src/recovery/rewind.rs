@@ -131,6 +131,7 @@ impl RewindReport {
                 Decision::Rewind { .. } if self.dry_run => "would move back".to_owned(),
                 Decision::Rewind { .. } => "moved back".to_owned(),
                 Decision::Keep { reason, .. } => format!("kept: {}", reason.describe()),
+                Decision::PastGap { .. } => "reads on past a recorded offset reset".to_owned(),
             };
             let _ = writeln!(
                 out,
@@ -160,7 +161,7 @@ impl RewindReport {
             .map(|p| {
                 (
                     p.partition,
-                    audit::result_text(Some(&p.decision), self.to, None),
+                    audit::result_text(Some(&p.decision), self.to, None, None),
                 )
             })
             .collect()
@@ -244,7 +245,7 @@ fn plan_and_commit(settings: &RewindSettings) -> Result<RewindReport, RewindErro
         .iter()
         .filter_map(|row| match row.decision {
             Decision::Rewind { to, .. } => Some((row.partition, to)),
-            Decision::Keep { .. } => None,
+            Decision::Keep { .. } | Decision::PastGap { .. } => None,
         })
         .collect();
     let commit = !settings.dry_run && !moves.is_empty();

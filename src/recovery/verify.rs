@@ -16,7 +16,7 @@ use super::report::{PartitionReport, Report, Verdict};
 use crate::config::recovery::VerifySettings;
 use crate::db::DbError;
 use crate::domain::{DeadLetter, FetchedRecord};
-use crate::inbox::PgInboxError;
+use crate::inbox::{PgInboxError, offset_resets};
 use crate::kafka::reader::{Bounds, Flow, ReaderConfig, ReaderError, TopicReader};
 use crate::work::Work;
 
@@ -41,6 +41,9 @@ pub enum VerifyError {
     #[error("the reader thread ended unexpectedly")]
     Thread(#[source] tokio::task::JoinError),
 }
+
+/// The most offset resets a report lists.
+const RESETS_SHOWN: i64 = 1000;
 
 /// What the reader thread sends.
 enum FromReader {
@@ -125,13 +128,21 @@ pub async fn run(settings: &VerifySettings) -> Result<Report, VerifyError> {
             report.counts.outside_range = count;
         }
     }
+    let resets = {
+        let client = pool
+            .get()
+            .await
+            .map_err(|e| VerifyError::Connect(PgInboxError::Pool(e)))?;
+        offset_resets::list(&**client, &settings.topic, None, RESETS_SHOWN).await?
+    };
     Ok(Report::new(
         settings.topic.clone(),
         from,
         ends_at,
         partitions.into_values().collect(),
         elsewhere,
-    ))
+    )
+    .with_offset_resets(resets))
 }
 
 /// Looks a batch up and classifies each record: `(partition, verdict, offset, event id)`.

@@ -447,3 +447,163 @@ async fn inbox_fault(db: &TestDb, on: bool) {
         .await
         .expect("the fault trigger");
 }
+
+/// A live rewind whose partition cannot be positioned (made on purpose in a debug build:
+/// `HISTORY_TEST_REWIND_FAIL=once` fails the seek and the restart of its fetching, as a broker
+/// that does not answer would; no natural way makes a seek of an assigned partition fail on
+/// either broker). Before issue 21 the drained partition was left out of the supervisor, the
+/// checkpoint and the metrics: `/api/partitions/0` answered 404 and the status listed nothing,
+/// until a restart. Now it stays listed, held at its position with the error, the rewind's
+/// answer says it was not rewound, nothing is committed past it, and the next rewind works.
+#[actix_web::test]
+async fn a_live_rewind_that_cannot_position_its_partition_keeps_it_in_plain_sight_held_with_the_error_and_the_next_rewind_works_on_the_mock()
+ {
+    use crate::support::helpers::unique_name;
+    use crate::support::service::ServiceProcess;
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(Broker::Mock, 1).await;
+    let group = unique_name("group");
+    let service = ServiceProcess::spawn_with_env(
+        &db.url,
+        &kafka.brokers,
+        &kafka.topic,
+        &group,
+        &["--admin-token", TOKEN],
+        &[(history_consumer::kafka::driver::TEST_REWIND_FAIL, "once")],
+    );
+    let start = Utc::now();
+    produce_to(&kafka, 0..20, 0).await;
+    crate::support::kafka::wait_committed(&kafka, &group, &[20], Duration::from_secs(60)).await;
+
+    let bearer = format!("Bearer {TOKEN}");
+    let rewind = || async {
+        request(
+            &service.admin,
+            "POST",
+            &format!("/api/partitions/0/rewind?to={}", point_in_time(start)),
+            &[("Authorization", bearer.as_str())],
+            "",
+        )
+        .await
+    };
+    let failed = rewind().await;
+    assert_eq!(failed.status, 200, "{}", failed.body);
+    let result = &failed.json()["partitions"][0];
+    assert_eq!(result["decision"], serde_json::Value::Null, "{result}");
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(error.contains("not rewound"), "{result}");
+    assert!(
+        error.contains(history_consumer::kafka::driver::TEST_REWIND_FAIL),
+        "{result}"
+    );
+
+    // Still owned and listed, held at the offset the rewind aimed at, shown stuck with why.
+    let partition = wait_for(
+        Duration::from_secs(10),
+        "the partition shown stuck",
+        || async {
+            let p = service.get_json("/api/partitions/0").await?;
+            (p["state"] == "stuck").then_some(p)
+        },
+    )
+    .await;
+    let reason = partition["state_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("held at offset 0"), "{partition}");
+    assert!(
+        reason.contains("a live rewind could not restart"),
+        "{partition}"
+    );
+    assert_eq!(service.owned_partitions().await, 1);
+    wait_for(Duration::from_secs(10), "its stuck metric", || async {
+        let metrics = reqwest::get(format!("http://{}/metrics", service.admin))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        metrics
+            .contains("history_partition_stuck{partition=\"0\"} 1")
+            .then_some(())
+    })
+    .await;
+    produce_to(&kafka, 20..25, 0).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        kafka.committed(&group).await,
+        [20],
+        "nothing read or committed while held"
+    );
+    let audit = db
+        .scalar(
+            "SELECT count(*) FROM admin_actions WHERE action = 'rewind' AND result LIKE 'failed%'",
+        )
+        .await;
+    assert_eq!(audit, 1, "the audit trail says it failed");
+
+    // The next rewind positions it and replays from the start; everything is committed.
+    let done = rewind().await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let result = &done.json()["partitions"][0];
+    assert_eq!(result["error"], serde_json::Value::Null, "{result}");
+    assert_eq!(result["pending"], serde_json::Value::Null, "{result}");
+    crate::support::kafka::wait_committed(&kafka, &group, &[25], Duration::from_secs(60)).await;
+    assert_stored_once(&db, 25).await;
+    let partition = service.get_json("/api/partitions/0").await.unwrap();
+    assert_ne!(partition["state"], "stuck", "{partition}");
+}
+
+/// A live rewind whose rewound offset cannot be committed (the mock refuses the next offset
+/// commit, OFFSET_METADATA_TOO_LARGE, a permanent error) reads from the rewound offset but is
+/// answered and audited as pending, not done; the rewound offset is sent again and the replay
+/// commits the partition to its end. Before issue 21 it was answered with the commit's error as
+/// if the rewind had failed, and audited "ok".
+#[actix_web::test]
+async fn a_rewound_offset_that_cannot_be_committed_is_reported_pending_not_done_on_the_mock() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(Broker::Mock, 1).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(1).await;
+    let start = Utc::now();
+    produce_to(&kafka, 0..20, 0).await;
+    app.wait_committed(&kafka, &[20]).await;
+
+    kafka.mock().request_errors(
+        RDKafkaApiKey::OffsetCommit,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE],
+    );
+    let answer = post(
+        &app,
+        &format!("/api/partitions/0/rewind?to={}", point_in_time(start)),
+        Some(TOKEN),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let result = &answer.json()["partitions"][0];
+    assert_eq!(result["error"], serde_json::Value::Null, "{result}");
+    assert_eq!(result["decision"]["decision"], "rewind", "{result}");
+    let pending = result["pending"].as_str().unwrap_or_default();
+    assert!(pending.contains("failed"), "{result}");
+    let audit: String = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT result FROM admin_actions WHERE action = 'rewind' ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(audit.starts_with("pending: 20 -> 0"), "{audit}");
+
+    // The replay goes through and the partition is committed to its end again.
+    wait_for(Duration::from_secs(30), "the replay", || async {
+        (redeliveries(&app).await == 20).then_some(())
+    })
+    .await;
+    app.wait_committed(&kafka, &[20]).await;
+    assert_stored_once(&db, 20).await;
+    app.shutdown().await;
+}

@@ -22,6 +22,7 @@ mod layout;
 mod live_rewind;
 mod logging;
 mod migrations;
+mod offset_reset;
 mod outside;
 mod pg_tls;
 mod poison;

@@ -14,7 +14,28 @@ pub(super) async fn api_partition(
 ) -> Result<HttpResponse, AdminError> {
     let partition = parse_partition(&path)?;
     let overview = overview_of(&state).await?;
-    Ok(HttpResponse::Ok().json(owned(&overview, partition)?))
+    let mut body = serde_json::to_value(owned(&overview, partition)?).unwrap_or_default();
+    // Recorded offset resets of the partition (`offset_resets`), newest first; `null` with
+    // `offset_resets_error` when the database cannot say.
+    let (resets, error) = match offset_resets::list_from(
+        &state.pages_pool,
+        &state.topic,
+        Some(partition),
+        10,
+    )
+    .await
+    {
+        Ok(rows) => (serde_json::to_value(rows).unwrap_or_default(), None),
+        Err(error) => (
+            serde_json::Value::Null,
+            Some(AdminError::database("offset resets", error).to_string()),
+        ),
+    };
+    if let Some(object) = body.as_object_mut() {
+        object.insert("offset_resets".into(), resets);
+        object.insert("offset_resets_error".into(), serde_json::json!(error));
+    }
+    Ok(HttpResponse::Ok().json(body))
 }
 
 #[get("/api/dead-letters")]

@@ -29,7 +29,7 @@ use super::error::AdminError;
 use super::pages::{
     AuditView, BacklogView, BlockingView, ConnectionView, DeadLetterView, DeadLettersPage,
     ErrorPage, HeldView, HistoryView, Layout, LoginPage, OverviewPage, PartitionPage,
-    PartitionRowsFragment, RecentView, RowView, TicketPage, guard_text, human_duration,
+    PartitionRowsFragment, RecentView, ResetView, RowView, TicketPage, guard_text, human_duration,
 };
 use super::queries::{
     self, Cursor, DEAD_LETTER_COUNT_CAP, DEAD_LETTERS_PER_PAGE, DeadLetterFilter, DeadLetterPage,
@@ -45,6 +45,7 @@ use crate::domain::Trouble;
 use crate::domain::{LetterState, MAX_TICKET_ID_CHARS, RejectReason, parse_point_in_time_or_utc};
 use crate::error_text::chain;
 use crate::inbox::PgInboxError;
+use crate::inbox::offset_resets;
 use pages::dead_letter_link;
 
 pub(super) use gate::read_gate;

@@ -129,6 +129,11 @@ async fn partition(
         queries::recent_actions(&state.pages_pool, Some(partition), 10).await,
         AuditView::list,
     );
+    let (resets, resets_error) = listed(
+        "offset resets",
+        offset_resets::list_from(&state.pages_pool, &state.topic, Some(partition), 10).await,
+        ResetView::list,
+    );
     let actor = summary.view.actor.as_ref();
     Ok(html(
         StatusCode::OK,
@@ -154,6 +159,8 @@ async fn partition(
             dead_letters_error,
             audit,
             audit_error,
+            resets,
+            resets_error,
         },
     ))
 }

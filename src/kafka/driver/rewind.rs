@@ -7,15 +7,32 @@
 //! assignments start with fresh actors and watermarks; and the rewound positions are committed
 //! ahead of anything queued. Only then does the driver read the partitions again.
 //!
-//! A partition whose seek fails is not restarted: a new actor would be fed records after those
-//! the drained one dropped, and its watermark would commit past them. It stays idle instead,
-//! its queue unread (it fills and fetching stops), its committed offset where it was, until a
-//! rebalance or a restart assigns it afresh.
+//! A partition whose seek fails has its fetching restarted at the offset instead (take it out
+//! of the consumer's assignment and put it back there; a partition librdkafka stopped at an
+//! offset reset can only be restarted so). If that fails too, it is not fed: a new actor would
+//! be given records after those the drained one dropped, and its watermark would commit past
+//! them. It gets a new actor all the same, held at the offset with the error, so it stays on
+//! the status page, in the checkpoint and the metrics, and the next live rewind tries again.
+//!
+//! A rewound offset is committed ahead of anything queued once the commit in flight is
+//! answered; when that one stays unanswered, or the rewound commit fails or is not answered in
+//! time, the result says it is pending (and it is queued to be sent), never done.
 
 use super::position::PositionTrust;
 use super::*;
-use crate::actors::messages::{LiveRewound, RewindTarget};
-use crate::domain::rewind::{Restart, restart};
+use crate::actors::messages::{LiveRewound, OffsetResetResumed, RewindTarget};
+use crate::domain::HeldCause;
+use crate::domain::rewind::{Restart, restart, restart_past_gap};
+
+/// A fault for the tests of the binary, in debug builds only: with
+/// `HISTORY_TEST_REWIND_FAIL=once` in the environment when the service starts, the first live
+/// rewind that must move a partition fails to (its seek and the restart of its fetching both
+/// fail), as a broker that does not answer would make them. Release builds ignore it.
+pub const TEST_REWIND_FAIL: &str = "HISTORY_TEST_REWIND_FAIL";
+
+pub(super) fn fail_first_rewind() -> bool {
+    cfg!(debug_assertions) && std::env::var(TEST_REWIND_FAIL).is_ok_and(|value| value == "once")
+}
 
 /// How long a seek may take (it is carried out by librdkafka's own threads).
 const SEEK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,8 +85,15 @@ impl Driver {
             .iter()
             .filter_map(|p| self.readers.remove(p).map(|reader| (*p, reader)))
             .collect();
+        // A partition fed nothing in its assignment and held (a failed restart, say) resumes
+        // where it is held, not from what the consumer may have fetched since.
         let resume_of = |partition: i32, reader: &Reader| {
-            resumes.get(&partition).copied().flatten().or(reader.first)
+            resumes
+                .get(&partition)
+                .copied()
+                .flatten()
+                .or(reader.first)
+                .or(reader.held.as_ref().and_then(|held| held.offset))
         };
         let unfed: Vec<i32> = drained
             .iter()
@@ -79,52 +103,88 @@ impl Driver {
         let committed = self.committed_offsets(&unfed);
 
         let mut results = Vec::new();
-        let mut restarts: Vec<(Reader, Restart)> = Vec::new();
+        // Each drained partition is restarted with a new actor: where it should read
+        // (`Ok`), or, when it could not be positioned there, held with the error in plain
+        // sight (`Err`), so it never drops out of the supervisor, the checkpoint and the
+        // metrics.
+        let mut restarts: Vec<(Reader, Restart, Result<(), String>)> = Vec::new();
         for target in targets {
             let partition = target.assignment.partition;
             let Some(reader) = drained.remove(&partition) else {
                 continue;
             };
-            let resume = resume_of(partition, &reader);
-            let committed = committed.get(&partition).copied().flatten();
-            let plan = restart(resume, committed, target.target);
-            if let Some(offset) = plan.seek {
-                let sought = self.consumer.seek(
-                    &self.topic,
-                    partition,
-                    Offset::Offset(offset),
-                    SEEK_TIMEOUT,
-                );
-                if let Err(error) = sought {
-                    tracing::error!(
-                        partition,
-                        offset,
-                        error = %error,
-                        "live rewind: seek failed; the partition stays idle until it is reassigned"
-                    );
-                    self.readers.insert(
-                        partition,
-                        Reader {
-                            demand: 0,
-                            ..reader
-                        },
-                    );
-                    results.push(LiveRewound::failed(
-                        partition,
-                        &format!(
-                            "seek to offset {offset} failed ({error}); the partition stays idle \
-                             until it is reassigned or the service restarts"
-                        ),
-                    ));
-                    continue;
+            let gap = reader.held.as_ref().and_then(|held| match held.cause {
+                HeldCause::OffsetOutOfRange { log_start, .. } => {
+                    held.offset.map(|from| (from, log_start))
                 }
+                _ => None,
+            });
+            let resume = resume_of(partition, &reader);
+            // Records before the gap that the drained actor had not resolved were dropped with
+            // it: reading must go back to them, never past them to the log's start (if they are
+            // gone too, librdkafka reports that position out of range and it is recorded).
+            let before_gap = match (gap, resume) {
+                (Some((from, _)), Some(resume)) if resume < from => Some(resume),
+                _ => None,
+            };
+            let plan = match gap.filter(|_| before_gap.is_none()) {
+                // librdkafka stopped fetching the partition at the reset: it must be started
+                // again at the log's start (or an earlier target), never left where it is.
+                Some((from, known_start)) => {
+                    let log_start = self
+                        .consumer
+                        .fetch_watermarks(&self.topic, partition, SEEK_TIMEOUT)
+                        .ok()
+                        .map(|(start, _)| start)
+                        .or(known_start);
+                    match log_start {
+                        Some(log_start) => restart_past_gap(from, log_start, target.target),
+                        None => {
+                            let plan = restart(Some(from), None, target.target);
+                            let why = "the partition's log start is not known".to_owned();
+                            tracing::error!(partition, error = %why, "live rewind: cannot restart a held gap");
+                            restarts.push((reader, plan, Err(why)));
+                            continue;
+                        }
+                    }
+                }
+                None => {
+                    let committed = committed.get(&partition).copied().flatten();
+                    restart(resume, committed, target.target)
+                }
+            };
+            // librdkafka stopped fetching a partition at an offset reset: only a restart of its
+            // fetching moves it, and it must move even when the rewind keeps its position.
+            let positioned = match (plan.seek, gap) {
+                (Some(offset), _) => self.reposition(partition, offset, gap.is_some()),
+                (None, Some((from, _))) => self.reposition(partition, resume.unwrap_or(from), true),
+                (None, None) => Ok(()),
+            };
+            match &positioned {
+                Ok(()) => {
+                    tracing::info!(partition, decision = ?plan.decision, seek = plan.seek, "live rewind: restarting");
+                    if let (Some((from, _)), Some(to), None) = (gap, plan.seek, before_gap) {
+                        self.ports.resets_resumed.do_send(OffsetResetResumed {
+                            partition,
+                            from,
+                            to,
+                            by: "live rewind",
+                        });
+                    }
+                }
+                Err(error) => tracing::error!(
+                    partition,
+                    offset = plan.seek,
+                    error = %error,
+                    "live rewind: the partition could not be positioned; it is held, shown with \
+                     the error, until a live rewind succeeds or it is assigned again"
+                ),
             }
-            tracing::info!(partition, ?resume, committed, decision = ?plan.decision, "live rewind: restarting");
-            restarts.push((reader, plan));
+            restarts.push((reader, plan, positioned));
         }
 
         let mut assignments = Vec::new();
-        for (reader, _) in &restarts {
+        for (reader, _, _) in &restarts {
             assignments.push(Assignment {
                 partition: reader.assignment.partition,
                 generation: self.next_generation,
@@ -141,7 +201,7 @@ impl Driver {
         .map(|(assignment, sink)| (assignment.partition, (assignment, sink)))
         .collect();
         let mut positions = Vec::new();
-        for (reader, plan) in restarts {
+        for (reader, plan, positioned) in restarts {
             let partition = reader.assignment.partition;
             let Some((assignment, sink)) = sinks.get(&partition).cloned() else {
                 results.push(LiveRewound::failed(
@@ -156,6 +216,12 @@ impl Driver {
                 Some(_) => PositionTrust::Current,
                 None => reader.trust,
             };
+            // A partition held for a cause the rewind did not touch stays held (a rewind
+            // without a seek reads nothing again).
+            let kept_hold = match (&positioned, plan.seek) {
+                (Ok(()), None) => reader.held.clone(),
+                _ => None,
+            };
             self.readers.insert(
                 partition,
                 Reader {
@@ -169,8 +235,39 @@ impl Driver {
                     unchecked: true,
                     held: None,
                     failing: false,
+                    read_again: None,
                 },
             );
+            if let Err(error) = positioned {
+                let offset = plan.seek;
+                self.hold(
+                    assignment,
+                    Held {
+                        offset,
+                        cause: HeldCause::Stopped,
+                        detail: format!(
+                            "a live rewind could not restart the partition at offset {}: {error}; \
+                             nothing after it is read or committed until a live rewind succeeds \
+                             or the partition is assigned again",
+                            offset.map_or_else(|| "?".to_owned(), |o| o.to_string())
+                        ),
+                        since: chrono::Utc::now(),
+                    },
+                );
+                results.push(LiveRewound {
+                    partition,
+                    decision: None,
+                    error: Some(format!(
+                        "not rewound: {error}; the partition is held, shown on its page, until a \
+                         live rewind succeeds or it is assigned again"
+                    )),
+                    pending: None,
+                });
+                continue;
+            }
+            if let Some(held) = kept_hold {
+                self.hold(assignment, held);
+            }
             if let Some(offset) = plan.commit {
                 positions.push(CommitPosition { assignment, offset });
             }
@@ -178,26 +275,31 @@ impl Driver {
                 partition,
                 decision: Some(plan.decision),
                 error: None,
+                pending: None,
             });
         }
         if !positions.is_empty() {
-            let failure = if ordered {
+            let pending = if ordered {
                 self.commit_ahead(positions.clone())
             } else {
+                // Sent behind the unanswered commit, never before it: a late answer to that
+                // one must not undo the rewound position.
+                self.ledger.request(positions.clone());
                 Some(
-                    "the rewound offset is not committed yet (the commit before it is still \
-                     unanswered); it is committed as the partition moves on"
+                    "the rewound offset is queued behind an earlier commit that is still \
+                     unanswered; it is committed once that one is answered (until then a \
+                     restart would read from the offset committed before)"
                         .to_owned(),
                 )
             };
-            if let Some(why) = failure {
-                tracing::warn!(?positions, error = %why, "live rewind: commit failed");
+            if let Some(why) = pending {
+                tracing::warn!(?positions, pending = %why, "live rewind: rewound offset not committed yet");
                 for result in &mut results {
                     if positions
                         .iter()
                         .any(|p| p.assignment.partition == result.partition)
                     {
-                        result.error = Some(why.clone());
+                        result.pending = Some(why.clone());
                     }
                 }
             }
@@ -205,15 +307,59 @@ impl Driver {
         results
     }
 
-    /// Commits `positions` now, ahead of anything queued, and waits for the answer; the error,
-    /// if it failed.
+    /// Moves `partition`'s fetch position to `offset`: a seek, and if that fails (librdkafka
+    /// stopped fetching the partition, or the seek timed out), a restart of its fetching at the
+    /// offset. A partition librdkafka stopped at an offset reset (`stopped`) cannot be sought and
+    /// is restarted at once. The error, if neither worked.
+    fn reposition(&mut self, partition: i32, offset: i64, stopped: bool) -> Result<(), String> {
+        if self.fail_next_rewind {
+            self.fail_next_rewind = false;
+            return Err(format!(
+                "{TEST_REWIND_FAIL}=once: the seek and the restart fail on purpose"
+            ));
+        }
+        if !stopped {
+            match self
+                .consumer
+                .seek(&self.topic, partition, Offset::Offset(offset), SEEK_TIMEOUT)
+            {
+                Ok(()) => return Ok(()),
+                Err(error) => tracing::warn!(
+                    partition,
+                    offset,
+                    error = %error,
+                    "live rewind: seek failed; restarting the partition's fetching there instead"
+                ),
+            }
+        }
+        self.restart_fetch(partition, Offset::Offset(offset))
+    }
+
+    /// Commits `positions` now, ahead of anything queued, and waits for the answer; why they
+    /// are not committed yet, if they are not (a failed commit is queued to be sent again).
     fn commit_ahead(&mut self, positions: Vec<CommitPosition>) -> Option<String> {
-        if !self.send_final(positions) {
-            return Some("the rewound offset could not be committed".to_owned());
+        if !self.send_final(positions.clone()) {
+            self.ledger.request(positions);
+            return Some(
+                "the commit of the rewound offset could not be sent; it is sent again with the \
+                 next commit"
+                    .to_owned(),
+            );
         }
         match self.collect_commit_answers(FINAL_COMMIT_TIMEOUT) {
-            None => Some("the commit of the rewound offset was not answered in time".to_owned()),
-            Some(first_error) => first_error,
+            None => Some(
+                "the commit of the rewound offset is not answered yet (sent; the partition's \
+                 committed offset shows when it is)"
+                    .to_owned(),
+            ),
+            Some(None) => None,
+            Some(Some(error)) => {
+                self.ledger.request(positions);
+                Some(format!(
+                    "the commit of the rewound offset failed ({error}); it is sent again with the \
+                     next commit"
+                ))
+            }
         }
     }
 
