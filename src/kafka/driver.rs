@@ -28,7 +28,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::commits::{CommitLedger, CommitQueue};
-use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
+use super::context::{KafkaContext, Rebalance, acknowledge, member_id, pending_events};
 use super::fetched;
 use crate::actors::messages::{
     Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, Fetched,
@@ -43,6 +43,8 @@ type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaCont
 /// How long the loop sleeps when nothing wakes it (a safety net: librdkafka's wake-ups and
 /// the actors' requests normally end the sleep at once).
 const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// The most main-queue events served in one turn of the loop.
+const MAIN_QUEUE_EVENTS_PER_TURN: usize = 10_000;
 /// The least time between two looks at the consumer's positions.
 const POSITION_CHECK_EVERY: Duration = Duration::from_millis(20);
 /// How long a revoke waits for the commit in flight and then for the final commit.
@@ -223,7 +225,8 @@ impl Driver {
 
     /// Polls the main queue until it is empty, carrying out every rebalance it delivers.
     fn serve_main_queue(&mut self) {
-        loop {
+        // Bounded, so that an event the poll leaves in the queue cannot make this spin.
+        for _ in 0..MAIN_QUEUE_EVENTS_PER_TURN {
             match self.consumer.poll(Duration::ZERO) {
                 Some(Ok(message)) => {
                     // Every assigned partition has its own queue; this is a partition the
@@ -247,7 +250,12 @@ impl Driver {
                 }
                 None => {
                     let rebalances = self.consumer.context().take_rebalances();
-                    if rebalances.is_empty() {
+                    // `None` also follows an event served inside the poll (statistics, a log
+                    // line): the queue wakes the loop only when it turns non-empty, so what
+                    // is left must be served now, or it waits for the next wake-up, one event
+                    // per wake-up (with librdkafka's debug logs on, a rebalance waited
+                    // seconds behind them).
+                    if rebalances.is_empty() && pending_events(&self.consumer) == 0 {
                         return;
                     }
                     for rebalance in rebalances {
