@@ -51,6 +51,11 @@ const POSITION_CHECK_EVERY: Duration = Duration::from_millis(20);
 const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A commit without an answer for this long is reported in the log.
 const SLOW_COMMIT: Duration = Duration::from_secs(30);
+/// How long a member that gave up its partitions waits for librdkafka to leave the group
+/// before the consumer is closed anyway (see [`Driver::finished`]).
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the loop sleeps while leaving: nothing wakes it when librdkafka leaves.
+const LEAVING_WAIT: Duration = Duration::from_millis(10);
 
 /// Where the driver thread reports to.
 pub struct DriverPorts {
@@ -110,6 +115,7 @@ pub fn spawn_driver(
                 ledger: CommitLedger::new(),
                 commit_queue,
                 closing_since: None,
+                drained_since: None,
                 positions_checked: Instant::now(),
             };
             driver.run();
@@ -156,6 +162,8 @@ struct Driver {
     ledger: CommitLedger,
     commit_queue: CommitQueue,
     closing_since: Option<Instant>,
+    /// While closing: since when no partition is held any more.
+    drained_since: Option<Instant>,
     positions_checked: Instant,
 }
 
@@ -173,7 +181,11 @@ impl Driver {
             if self.finished() {
                 return;
             }
-            match self.requests.recv_timeout(IDLE_WAIT) {
+            let wait = match self.closing_since {
+                Some(_) => LEAVING_WAIT,
+                None => IDLE_WAIT,
+            };
+            match self.requests.recv_timeout(wait) {
                 Ok(request) => self.handle(request),
                 Err(RecvTimeoutError::Timeout) => {}
                 // Every sender is gone: nobody is left to process records.
@@ -214,13 +226,36 @@ impl Driver {
         }
     }
 
-    fn finished(&self) -> bool {
-        match self.closing_since {
-            None => false,
-            Some(since) => {
-                self.readers.is_empty() || since.elapsed() > self.settings.shutdown_deadline
-            }
+    /// Whether the consumer may be closed: every partition was given up and librdkafka has
+    /// left the group (or a deadline passed).
+    ///
+    /// librdkafka 2.12 (classic protocol, cooperative assignor) sends the LeaveGroup of an
+    /// unsubscribe only once the incremental unassign it started is complete; a consumer
+    /// closed before that takes the terminate path of `rd_kafka_cgrp_incr_unassign_done`,
+    /// which never leaves. The member then stays in the group until the coordinator expires
+    /// it (tansu 0.6 only does so when another member talks to it), so closing waits for
+    /// librdkafka to clear the member id, which it does as it sends the LeaveGroup.
+    fn finished(&mut self) -> bool {
+        let Some(since) = self.closing_since else {
+            return false;
+        };
+        if !self.readers.is_empty() {
+            return since.elapsed() > self.settings.shutdown_deadline;
         }
+        let drained_since = *self.drained_since.get_or_insert_with(Instant::now);
+        if member_id(&self.consumer).is_none() {
+            tracing::debug!(waited = ?drained_since.elapsed(), "group left");
+            return true;
+        }
+        if drained_since.elapsed() > LEAVE_TIMEOUT {
+            tracing::warn!(
+                timeout = ?LEAVE_TIMEOUT,
+                "librdkafka did not leave the group in time; closing anyway: the coordinator \
+                 keeps the member until session.timeout.ms"
+            );
+            return true;
+        }
+        false
     }
 
     /// Polls the main queue until it is empty, carrying out every rebalance it delivers.
