@@ -4,8 +4,9 @@
 //!
 //! An event the database rejects for good on its own (`inbox::sqlstate`: its transaction rolled
 //! back, so it is known not to be stored) is dead-lettered in a transaction of its own, with the
-//! reason `rejected_by_database` and the error, when its partition's guard allows it
-//! ([`Policy::dead_letter_rejections`]); otherwise it stays `Unknown`.
+//! reason `rejected_by_database` and the error, when its partition's guard allows it: the
+//! guard is a row of the database, counted in that same transaction (`inbox::guards`, bound
+//! [`Policy::max_consecutive_rejections`]); otherwise it stays `Unknown`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use crate::domain::{DeadLetter, Rejection, UnknownCause};
 use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RejectReason, TicketEvent};
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
 use crate::inbox::dead_letters;
+use crate::inbox::guards::{self, GuardRow, Verdict};
 use crate::inbox::{Origin, PgInbox, PgInboxError, Processed, duplicates, process_history_once};
 
 /// What a record asks of the database.
@@ -138,9 +140,9 @@ pub struct Policy<'a> {
     pub topic: &'a str,
     /// The longest a unit may take before it counts as `Unknown` (cause unavailable).
     pub timeout: Duration,
-    /// Whether an event the database rejects for good may be dead-lettered now (the
-    /// partition's guard against mass dead-lettering has not engaged).
-    pub dead_letter_rejections: bool,
+    /// How many events in a row the database rejects for good may be dead-lettered per
+    /// partition (its guard against mass dead-lettering, kept in the database).
+    pub max_consecutive_rejections: u32,
 }
 
 /// What executing a unit of work gave.
@@ -156,15 +158,9 @@ pub struct Executed {
     pub reason: Option<RejectReason>,
     pub duplicate: Option<DuplicateCause>,
     pub elapsed: Duration,
-}
-
-impl Executed {
-    /// Whether the database rejected the record for good (dead-lettered, or kept `Unknown` by
-    /// the guard).
-    pub fn rejected_by_database(&self) -> bool {
-        self.reason == Some(RejectReason::RejectedByDatabase)
-            || self.cause == Some(UnknownCause::Rejected)
-    }
+    /// For a record the database rejected for good: its partition's guard as the transaction
+    /// that dead-lettered or held it left it.
+    pub guard: Option<GuardRow>,
 }
 
 /// The longest a duplicate's classification may take; past it the duplicate is counted as
@@ -181,6 +177,7 @@ struct Ran {
     error: Option<Arc<str>>,
     cause: Option<UnknownCause>,
     reason: Option<RejectReason>,
+    guard: Option<GuardRow>,
 }
 
 impl Ran {
@@ -190,6 +187,7 @@ impl Ran {
             error: None,
             cause: None,
             reason: None,
+            guard: None,
         }
     }
 
@@ -199,6 +197,7 @@ impl Ran {
             error: Some(error),
             cause: Some(cause),
             reason: None,
+            guard: None,
         }
     }
 
@@ -241,6 +240,7 @@ pub async fn execute(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Executed 
         reason: ran.reason,
         duplicate,
         elapsed,
+        guard: ran.guard,
     }
 }
 
@@ -253,19 +253,22 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Ran {
                 Processed::AlreadyApplied => Ran::resolved(Outcome::AlreadyApplied),
                 Processed::Unknown(error) if error.rejects_the_row() => {
                     let text: Arc<str> = error.text().into();
-                    if !policy.dead_letter_rejections {
-                        return Ran::unknown(text, UnknownCause::Rejected);
-                    }
                     let rejection =
                         Rejection::new(RejectReason::RejectedByDatabase, text.to_string());
                     let letter = work.dead_letter(policy.topic, rejection);
                     // A transaction of its own: the event's rolled back.
-                    match dead_letters::store(pool, &letter).await {
-                        Ok(()) => Ran {
+                    let limit = policy.max_consecutive_rejections;
+                    match guards::dead_letter_rejected(pool, &letter, limit).await {
+                        Ok(Verdict::DeadLettered { guard, .. }) => Ran {
                             outcome: Outcome::DeadLettered,
                             error: Some(text),
                             cause: None,
                             reason: Some(RejectReason::RejectedByDatabase),
+                            guard: Some(guard),
+                        },
+                        Ok(Verdict::Held { guard }) => Ran {
+                            guard: Some(guard),
+                            ..Ran::unknown(text, UnknownCause::Rejected)
                         },
                         Err(error) => Ran::failed(&error),
                     }
@@ -358,6 +361,7 @@ pub async fn execute_batch(pool: &Pool, works: &[&Work], policy: &Policy<'_>) ->
             reason: work.rejection_reason(),
             duplicate: None,
             elapsed,
+            guard: None,
         })
         .collect();
     for ((index, event, origin), cause) in duplicates.into_iter().zip(causes) {
@@ -384,6 +388,7 @@ fn all_unknown(
             reason: None,
             duplicate: None,
             elapsed,
+            guard: None,
         })
         .collect()
 }

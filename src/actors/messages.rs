@@ -18,7 +18,8 @@ use serde::Serialize;
 
 use super::status::{CheckpointStatus, PartitionStatus, ServiceStatus};
 use crate::domain::rewind::{Decision, TimeOffset};
-use crate::domain::{FetchedRecord, ObservedOffsets};
+use crate::domain::{FetchFailure, FetchedRecord, Held, ObservedOffsets, Outcome};
+use tokio::sync::oneshot;
 
 /// One assignment of a partition to this member. The generation grows with every assignment
 /// this member receives, so a partition revoked and assigned back gets a new one.
@@ -161,6 +162,25 @@ pub struct PartitionsRewound {
     pub results: Vec<LiveRewound>,
 }
 
+/// From the driver thread: what reading an assignment's partition ran into, for its status
+/// (`None`: it reads again).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct FetchTrouble {
+    pub assignment: Assignment,
+    pub trouble: Option<Trouble>,
+}
+
+/// What reading a partition ran into.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Trouble {
+    /// Nothing at or after the offset is read (see `domain::fetch_error`).
+    Held(Held),
+    /// Fetching fails and librdkafka retries by itself.
+    Failing(FetchFailure),
+}
+
 /// Offsets librdkafka reported in its statistics for the assigned partitions.
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
@@ -298,9 +318,10 @@ pub struct NotOwned(pub i32);
 
 /// An operator dead-letters one Unknown record of a partition instead of retrying it (a skip):
 /// it is stored in `dead_letters` (reason `skipped_by_operator`) as the partition's next unit
-/// of work, and the watermark moves past it.
+/// of work, and the watermark moves past it. Accepted, the answer is a [`SkipTicket`] that
+/// tells what became of it.
 #[derive(Message, Debug, Clone)]
-#[rtype(result = "Result<(), SkipRefused>")]
+#[rtype(result = "Result<SkipTicket, SkipRefused>")]
 pub struct DeadLetterRecord {
     pub partition: i32,
     pub offset: i64,
@@ -308,6 +329,78 @@ pub struct DeadLetterRecord {
     pub comment: String,
     /// Who, as the audit trail names them.
     pub by: String,
+}
+
+/// What became of an operator's skip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipOutcome {
+    /// The record's dead letter was stored (`skipped_by_operator`).
+    Done,
+    /// A retry already running resolved the record first, with this outcome: nothing was
+    /// dead-lettered by the skip.
+    Overtaken(Outcome),
+    /// The partition was revoked (or rewound, or the service stopped) before the skip ran:
+    /// nothing was dead-lettered, and the record is its next owner's.
+    Dropped,
+}
+
+impl SkipOutcome {
+    /// The word the audit trail records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipOutcome::Done => "done",
+            SkipOutcome::Overtaken(_) => "overtaken",
+            SkipOutcome::Dropped => "dropped",
+        }
+    }
+
+    /// What the operator is told.
+    pub fn message(self) -> String {
+        match self {
+            SkipOutcome::Done => "dead-lettered: stored in dead_letters as skipped_by_operator; \
+                 the committed offset moves past it"
+                .to_owned(),
+            SkipOutcome::Overtaken(Outcome::Applied) => {
+                "not dead-lettered: a retry stored it first (applied)".to_owned()
+            }
+            SkipOutcome::Overtaken(Outcome::AlreadyApplied) => {
+                "not dead-lettered: a retry found it stored already (already_applied)".to_owned()
+            }
+            SkipOutcome::Overtaken(outcome) => {
+                format!("not dead-lettered: a retry resolved it first ({outcome})")
+            }
+            SkipOutcome::Dropped => "not dead-lettered: the partition was revoked (or rewound) \
+                 before the skip ran; its next owner retries the record"
+                .to_owned(),
+        }
+    }
+}
+
+/// The outcome of an accepted skip, once known. Dropped unanswered (the partition's actor
+/// stopped before the skip ran) it is [`SkipOutcome::Dropped`].
+#[derive(Debug)]
+pub struct SkipTicket(oneshot::Receiver<SkipOutcome>);
+
+impl SkipTicket {
+    /// A ticket, and the sender its outcome goes through.
+    pub fn new() -> (oneshot::Sender<SkipOutcome>, SkipTicket) {
+        let (tell, told) = oneshot::channel();
+        (tell, SkipTicket(told))
+    }
+}
+
+impl std::future::Future for SkipTicket {
+    type Output = SkipOutcome;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<SkipOutcome> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|told| told.unwrap_or(SkipOutcome::Dropped))
+    }
 }
 
 /// Why a record cannot be dead-lettered by an operator.
@@ -339,4 +432,50 @@ pub struct DriverStopped {
 #[rtype(result = "()")]
 pub struct GroupJoined {
     pub member_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skip_outcome_says_what_became_of_the_record_in_a_word_and_a_sentence() {
+        let cases = [
+            (
+                SkipOutcome::Done,
+                "done",
+                "dead-lettered: stored in dead_letters",
+            ),
+            (
+                SkipOutcome::Overtaken(Outcome::Applied),
+                "overtaken",
+                "not dead-lettered: a retry stored it first",
+            ),
+            (
+                SkipOutcome::Overtaken(Outcome::DeadLettered),
+                "overtaken",
+                "not dead-lettered: a retry resolved it first (dead_lettered)",
+            ),
+            (
+                SkipOutcome::Dropped,
+                "dropped",
+                "not dead-lettered: the partition was revoked",
+            ),
+        ];
+        for (outcome, word, sentence) in cases {
+            assert_eq!(outcome.as_str(), word);
+            assert!(
+                outcome.message().starts_with(sentence),
+                "{}",
+                outcome.message()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_skip_whose_partition_stopped_before_answering_was_dropped() {
+        let (tell, ticket) = SkipTicket::new();
+        drop(tell);
+        assert_eq!(ticket.await, SkipOutcome::Dropped);
+    }
 }

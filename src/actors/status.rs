@@ -7,6 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::messages::Trouble;
 use crate::domain::{ConnectionStatus, DuplicateCause, ObservedOffsets, UnknownCause};
 use crate::stuck::StuckReason;
 
@@ -79,6 +80,13 @@ pub struct GuardStatus {
     pub consecutive: usize,
     /// How many in a row may be dead-lettered (`--max-consecutive-rejections`).
     pub limit: u32,
+    /// Records of the run dead-lettered, by this owner of the partition or an earlier one (the
+    /// guard is kept in the database, `partition_guards`).
+    pub dead_lettered: u32,
+    /// Since when dead-lettering is stopped, as the database says.
+    pub engaged_at: Option<DateTime<Utc>>,
+    /// Whether the guard was read from the database yet (it is read when the actor starts).
+    pub known: bool,
 }
 
 /// A recently resolved or failed record, newest first in snapshots.
@@ -138,6 +146,8 @@ pub struct PartitionView {
     pub actor: Option<PartitionStatus>,
     pub checkpoint: Option<CheckpointStatus>,
     pub observed: Option<ObservedOffsets>,
+    /// What reading it ran into, as the driver thread reported it.
+    pub fetch: Option<Trouble>,
 }
 
 impl PartitionView {
@@ -287,6 +297,7 @@ mod tests {
                 committed: -1,
                 observed_at: Utc::now(),
             }),
+            fetch: None,
         }
     }
 

@@ -225,6 +225,31 @@ pub fn remedy(cause: UnknownCause, guard: &GuardStatus) -> &'static str {
     }
 }
 
+/// The partition's guard against mass dead-lettering in words, when there is something to say:
+/// engaged, or a run of rejected records under way. The guard is the partition's, kept in the
+/// database: its run may have begun under an earlier owner.
+pub fn guard_text(guard: &GuardStatus) -> String {
+    let (dead_lettered, limit) = (guard.dead_lettered, guard.limit);
+    if guard.engaged {
+        let since = guard.engaged_at.map(time).unwrap_or_else(|| "—".into());
+        format!(
+            "Dead-letter guard engaged since {since}: {dead_lettered} records in a row rejected by \
+             the database were dead-lettered (the limit is {limit}, counted over every owner of \
+             the partition); the next ones are held as Unknown until a record is stored."
+        )
+    } else if dead_lettered > 0 {
+        format!(
+            "Dead-letter guard: {dead_lettered} of {limit} records in a row rejected by the \
+             database were dead-lettered; past {limit}, dead-lettering stops until a record is \
+             stored."
+        )
+    } else if !guard.known {
+        "Dead-letter guard: not read from the database yet.".into()
+    } else {
+        String::new()
+    }
+}
+
 fn cause_label(cause: UnknownCause) -> &'static str {
     match cause {
         UnknownCause::Unavailable => "database unavailable",
@@ -361,6 +386,38 @@ impl From<DeadLetterRow> for DeadLetterView {
     }
 }
 
+/// Why the driver holds a partition, and what to do.
+pub struct HeldView {
+    pub offset: String,
+    pub cause: String,
+    pub detail: String,
+    pub remedy: String,
+    pub since: String,
+}
+
+impl HeldView {
+    pub fn of(held: &crate::domain::Held) -> HeldView {
+        use crate::domain::HeldCause;
+        HeldView {
+            offset: held
+                .offset
+                .map_or_else(|| "—".to_owned(), |o| o.to_string()),
+            cause: match held.cause {
+                HeldCause::Unreadable { unreadable } => {
+                    format!("records librdkafka cannot read ({})", unreadable.as_str())
+                }
+                HeldCause::OffsetOutOfRange { .. } => {
+                    "the position is not in the partition's log any more".to_owned()
+                }
+                HeldCause::Stopped => "fetching stopped".to_owned(),
+            },
+            detail: held.detail.clone(),
+            remedy: held.remedy().to_owned(),
+            since: time(held.since),
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "partition.html")]
 pub struct PartitionPage {
@@ -370,6 +427,10 @@ pub struct PartitionPage {
     pub flash: String,
     /// When the snapshot was taken: every number of the page is from it.
     pub as_of: String,
+    /// The guard against mass dead-lettering, when engaged or counting ([`guard_text`]).
+    pub guard: String,
+    /// Why nothing more of the partition is read, if it is held.
+    pub held: Option<HeldView>,
     pub blocking: Option<BlockingView>,
     pub backlog: Vec<BacklogView>,
     pub recent: Vec<RecentView>,
@@ -449,6 +510,38 @@ pub struct ErrorPage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn guard(engaged: bool, dead_lettered: u32, known: bool) -> GuardStatus {
+        GuardStatus {
+            engaged,
+            consecutive: dead_lettered as usize,
+            limit: 3,
+            dead_lettered,
+            engaged_at: engaged.then(|| "2026-10-03T08:00:00Z".parse().unwrap()),
+            known,
+        }
+    }
+
+    #[test]
+    fn the_guard_is_described_when_engaged_or_counting_and_otherwise_not_at_all() {
+        let engaged = guard_text(&guard(true, 3, true));
+        assert!(
+            engaged
+                .starts_with("Dead-letter guard engaged since 2026-10-03 08:00:00 UTC: 3 records"),
+            "{engaged}"
+        );
+        assert!(
+            engaged.contains("every owner of the partition"),
+            "{engaged}"
+        );
+        let counting = guard_text(&guard(false, 2, true));
+        assert!(
+            counting.starts_with("Dead-letter guard: 2 of 3 records"),
+            "{counting}"
+        );
+        assert_eq!(guard_text(&guard(false, 0, true)), "");
+        assert!(guard_text(&guard(false, 0, false)).contains("not read"));
+    }
 
     #[test]
     fn durations_read_like_a_person_would_say_them() {

@@ -348,14 +348,14 @@ pub struct Action<'a> {
 
 const RECORD_ACTION: &str = "INSERT INTO admin_actions \
      (kafka_partition, kafka_offset, action, actor, result, detail) \
-     VALUES ($1, $2, $3, $4, $5, $6)";
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
 
-/// Appends an operator action to the audit trail.
-pub async fn record_action(pool: &Pool, action: &Action<'_>) -> Result<(), PgInboxError> {
+/// Appends an operator action to the audit trail; its id.
+pub async fn record_action(pool: &Pool, action: &Action<'_>) -> Result<i64, PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(RECORD_ACTION).await?;
-    client
-        .execute(
+    let row = client
+        .query_one(
             &statement,
             &[
                 &action.partition,
@@ -367,6 +367,17 @@ pub async fn record_action(pool: &Pool, action: &Action<'_>) -> Result<(), PgInb
             ],
         )
         .await?;
+    Ok(row.get(0))
+}
+
+const SETTLE_ACTION: &str = "UPDATE admin_actions SET result = $2 WHERE id = $1";
+
+/// Records the result of an action whose outcome came after it was recorded (a skip that had
+/// not run when its operator was answered).
+pub async fn settle_action(pool: &Pool, id: i64, result: &str) -> Result<(), PgInboxError> {
+    let client = pool.get().await.map_err(PgInboxError::Pool)?;
+    let statement = client.prepare_cached(SETTLE_ACTION).await?;
+    client.execute(&statement, &[&id, &result]).await?;
     Ok(())
 }
 

@@ -59,6 +59,20 @@ pub struct ConnectionHealth {
     state: Mutex<State>,
 }
 
+impl State {
+    /// The connection fails from `now` for `cause`.
+    fn start_failing(&mut self, cause: ConnectionCause, now: DateTime<Utc>) -> Change {
+        let failing = Failing {
+            cause,
+            since: now,
+            errors: 1,
+            last_error_at: now,
+        };
+        self.failing = Some(failing.clone());
+        Change::Failing(failing)
+    }
+}
+
 impl ConnectionHealth {
     pub fn new() -> Self {
         Self::default()
@@ -107,14 +121,7 @@ impl ConnectionHealth {
             return None;
         }
         state.held = None;
-        let failing = Failing {
-            cause,
-            since: now,
-            errors: 1,
-            last_error_at: now,
-        };
-        state.failing = Some(failing.clone());
-        Some(Change::Failing(failing))
+        Some(state.start_failing(cause, now))
     }
 
     /// librdkafka's statistics: whether any broker is up.
@@ -129,14 +136,7 @@ impl ConnectionHealth {
             return None;
         }
         let cause = state.held.take()?;
-        let failing = Failing {
-            cause,
-            since: now,
-            errors: 1,
-            last_error_at: now,
-        };
-        state.failing = Some(failing.clone());
-        Some(Change::Failing(failing))
+        Some(state.start_failing(cause, now))
     }
 
     /// Partitions were assigned: the group coordinator answered, so a broker is up.

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod contract;
 pub mod dead_letters;
 pub mod duplicates;
+pub mod guards;
 pub mod migrate;
 pub mod postgres;
 pub mod replay;

@@ -37,6 +37,8 @@ pub struct CommitLedger {
     /// The newest requested position per partition, not yet sent.
     pending: BTreeMap<i32, CommitPosition>,
     in_flight: Option<InFlight>,
+    /// The commit in flight was reported overdue already.
+    overdue_reported: bool,
 }
 
 impl CommitLedger {
@@ -105,7 +107,19 @@ impl CommitLedger {
 
     /// The commit in flight got its answer (or could not be sent): it is no longer in flight.
     pub fn complete(&mut self) -> Option<InFlight> {
+        self.overdue_reported = false;
         self.in_flight.take()
+    }
+
+    /// The commit in flight, once: the first time it is asked for after it has waited longer
+    /// than `after` for its answer (a warning per commit, not per look).
+    pub fn overdue(&mut self, after: Duration, now: Instant) -> Option<&InFlight> {
+        let in_flight = self.in_flight.as_ref()?;
+        if self.overdue_reported || now.saturating_duration_since(in_flight.since) <= after {
+            return None;
+        }
+        self.overdue_reported = true;
+        Some(in_flight)
     }
 
     pub fn in_flight(&self) -> Option<&InFlight> {
@@ -294,6 +308,32 @@ mod tests {
         assert!(
             ledger.next(|_| true, now).is_none(),
             "nothing new to commit"
+        );
+    }
+
+    #[test]
+    fn a_commit_unanswered_for_too_long_is_reported_once_and_the_next_one_again() {
+        let mut ledger = CommitLedger::new();
+        let t0 = Instant::now();
+        let slow = Duration::from_secs(30);
+        ledger.request([at(0, 1, 10)]);
+        ledger.next(|_| true, t0).unwrap();
+        assert!(ledger.overdue(slow, t0 + slow).is_none(), "not overdue yet");
+        let late = t0 + slow + Duration::from_secs(1);
+        assert_eq!(
+            ledger.overdue(slow, late).map(|c| c.positions.clone()),
+            Some(vec![at(0, 1, 10)])
+        );
+        for seconds in 2..100 {
+            let later = late + Duration::from_secs(seconds);
+            assert!(ledger.overdue(slow, later).is_none(), "reported once");
+        }
+        ledger.complete();
+        ledger.request([at(0, 1, 20)]);
+        ledger.next(|_| true, late).unwrap();
+        assert!(
+            ledger.overdue(slow, late + slow * 2).is_some(),
+            "the next commit is a commit of its own"
         );
     }
 

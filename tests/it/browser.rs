@@ -287,7 +287,7 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
         browser
             .text("#flash")
             .await
-            .starts_with("offset 1: dead-lettering requested")
+            .starts_with("offset 1: dead-lettered")
     );
     app.wait_committed(&kafka, &[4]).await;
     wait_for(

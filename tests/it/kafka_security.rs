@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use crate::kafka_connection::not_ready_for;
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
 use crate::support::kafka::{TestKafka, produce, wait_committed};
 use crate::support::sasl_kafka::{self, sasl_options};
@@ -227,9 +228,20 @@ async fn stored_once_through_the_binary(
     flags: &[&str],
     events: usize,
 ) -> TestDb {
+    stored_once_through_the_binary_with_env(kafka, brokers, flags, &[], events).await
+}
+
+async fn stored_once_through_the_binary_with_env(
+    kafka: &TestKafka,
+    brokers: &str,
+    flags: &[&str],
+    env: &[(&str, &str)],
+    events: usize,
+) -> TestDb {
     let db = test_database().await;
     let group = unique_name("secure");
-    let mut service = ServiceProcess::spawn_with(&db.url, brokers, &kafka.topic, &group, flags);
+    let mut service =
+        ServiceProcess::spawn_with_env(&db.url, brokers, &kafka.topic, &group, flags, env);
     produce(kafka, 0..events).await;
     let ends = kafka.ends().await;
     wait_committed(kafka, &group, &ends, Duration::from_secs(90)).await;
@@ -334,4 +346,53 @@ async fn mutual_tls_with_the_certificate_flags_stores_every_event_once_on_tansu(
         40,
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_without_a_ca_file_trusts_the_system_store_on_tansu() {
+    let broker = tls_kafka::server();
+    let kafka = broker.topic(2).await;
+    let store = broker.authority.cert_path.display().to_string();
+    // OpenSSL's default store, as on a host whose ca-certificates hold the broker's authority
+    // (a public one, for a managed service).
+    stored_once_through_the_binary_with_env(
+        &kafka,
+        &broker.brokers,
+        &["--kafka-security-protocol", "ssl"],
+        &[("SSL_CERT_FILE", &store), ("SSL_CERT_DIR", "/nonexistent")],
+        30,
+    )
+    .await;
+}
+
+/// tansu 0.6 offers SCRAM only (it leaves rsasl's PLAIN out), so PLAIN is proven against a
+/// broker only as far as this: librdkafka sends it, and the operator is told the broker refused
+/// the mechanism, naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn sasl_plain_against_a_broker_without_it_is_named_as_a_refused_mechanism_on_tansu() {
+    let sasl = sasl_kafka::server();
+    let db = test_database().await;
+    let password = secret_file(&sasl.password);
+    let service = ServiceProcess::spawn_with(
+        &db.url,
+        &sasl.brokers,
+        &unique_name("tickets"),
+        &unique_name("plain"),
+        &[
+            "--kafka-security-protocol",
+            "sasl_plaintext",
+            "--kafka-sasl-mechanism",
+            "PLAIN",
+            "--kafka-sasl-username",
+            &sasl.user,
+            "--kafka-sasl-password-file",
+            password.path().to_str().unwrap(),
+        ],
+    );
+    let body = not_ready_for(&service.admin, "mechanism_refused").await;
+    let message = body["kafka_connection"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("PLAIN"), "{body}");
+    assert!(!body.to_string().contains(&sasl.password), "{body}");
 }

@@ -276,6 +276,35 @@ async fn a_client_certificate_logs_in_where_the_server_asks_for_one_and_no_passw
 }
 
 #[actix_web::test]
+async fn sslrootcert_system_trusts_the_store_openssl_is_pointed_at_and_nothing_else() {
+    let server = tls_server().await;
+    let database = server.database("postgres").await;
+    let url = server.url(
+        "postgres",
+        "localhost",
+        &database,
+        "sslmode=verify-full&sslrootcert=system",
+    );
+    let migrate = |store: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_history-consumer"))
+            .args(["migrate", "--database-url", &url])
+            // OpenSSL's default store, as on a host whose ca-certificates hold the server's
+            // authority.
+            .env("SSL_CERT_FILE", store)
+            .env("SSL_CERT_DIR", "/nonexistent")
+            .output()
+            .unwrap()
+    };
+    let trusted = migrate(&server.ca);
+    let shown = String::from_utf8_lossy(&[trusted.stdout, trusted.stderr].concat()).into_owned();
+    assert!(trusted.status.success(), "{shown}");
+    let untrusted = migrate(&server.other_ca);
+    let shown = String::from_utf8_lossy(&untrusted.stderr).into_owned();
+    assert!(!untrusted.status.success(), "{shown}");
+    assert!(shown.contains("sslrootcert"), "{shown}");
+}
+
+#[actix_web::test]
 async fn the_password_file_logs_in_where_the_server_asks_for_a_password() {
     let server = tls_server().await;
     let database = server.database(PASSWORD_ROLE).await;

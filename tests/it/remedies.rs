@@ -10,7 +10,7 @@ use crate::poison::{dead_letters, refuse_rows, stop_refusing};
 use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
 use crate::support::http::{Response, get, post_form, request};
-use crate::support::kafka::{TestKafka, numbered_event, payload};
+use crate::support::kafka::{TestKafka, numbered_event, payload, point_in_time};
 
 use crate::support::app::ADMIN_TOKEN as TOKEN;
 
@@ -125,6 +125,15 @@ async fn an_operator_dead_letters_a_blocking_record_through_the_api_and_the_part
 
     let skipped = post_api(&addr, path, comment).await;
     assert_eq!(skipped.status, 200, "{}", skipped.body);
+    let skipped = skipped.json();
+    assert_eq!(skipped["outcome"], "done", "{skipped}");
+    assert!(
+        skipped["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("dead-lettered: stored in dead_letters as skipped_by_operator"),
+        "{skipped}"
+    );
     app.wait_committed(&kafka, &[3]).await;
     // The API's numbers agree with each other: the end of the partition is never below the
     // watermark, whatever the age of librdkafka's statistics, and the lag is measured to it.
@@ -158,7 +167,10 @@ async fn an_operator_dead_letters_a_blocking_record_through_the_api_and_the_part
     assert_eq!(latest["action"], "dead_letter");
     assert_eq!(latest["partition"], 0);
     assert_eq!(latest["offset"], 1);
-    assert_eq!(latest["result"], "ok");
+    assert_eq!(
+        latest["result"], "done",
+        "the skip's real outcome, not that it was asked"
+    );
     assert_eq!(latest["detail"], "ticket poison is a test ticket, INC-42");
     let refusals: Vec<&str> = actions[1..]
         .iter()
@@ -487,7 +499,7 @@ async fn the_remedy_forms_need_a_session_and_its_csrf_token_and_a_read_only_admi
     assert_eq!(skipped.status, 303, "{}", skipped.body);
     assert_eq!(
         skipped.header("location"),
-        Some("/partitions/0?done=dead_letter&offset=0")
+        Some("/partitions/0?done=dead_letter&offset=0&outcome=done")
     );
     app.wait_committed(&kafka, &[2]).await;
     let replayed = post_form(&addr, replay, Some(&cookie), &format!("csrf={csrf}")).await;
@@ -533,7 +545,7 @@ async fn the_remedy_forms_need_a_session_and_its_csrf_token_and_a_read_only_admi
         [
             "\"replay_matching\" \"ok\"",
             "\"replay\" \"ok\"",
-            "\"dead_letter\" \"ok\""
+            "\"dead_letter\" \"done\""
         ]
     );
     app.shutdown().await;
@@ -561,4 +573,223 @@ async fn the_remedy_forms_need_a_session_and_its_csrf_token_and_a_read_only_admi
         assert_eq!(refused.status, 403, "{path}: {}", refused.body);
     }
     read_only.shutdown().await;
+}
+
+// ----- what became of a skip ------------------------------------------------------------------
+
+/// A trigger that refuses ticket `poison` with an error that may pass while `poison_gate` is
+/// closed, and makes its INSERT wait while the test holds advisory lock 21: a retry of the
+/// record can be caught in flight, and made to store the record or to fail again.
+async fn gate_poison(db: &TestDb) {
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "CREATE TABLE poison_gate (open boolean NOT NULL); \
+             INSERT INTO poison_gate VALUES (false); \
+             CREATE FUNCTION gate_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.ticket_id = 'poison' THEN \
+               PERFORM pg_advisory_xact_lock_shared(21); \
+               IF NOT (SELECT open FROM poison_gate) THEN \
+                 RAISE EXCEPTION 'ticket poison is locked' USING ERRCODE = 'lock_not_available'; \
+               END IF; \
+             END IF; RETURN NEW; END $$; \
+             CREATE TRIGGER gate_poison BEFORE INSERT ON history_events \
+               FOR EACH ROW EXECUTE FUNCTION gate_poison();",
+        )
+        .await
+        .unwrap();
+}
+
+/// Holds advisory lock 21 until dropped: the poison's INSERT waits meanwhile.
+struct Held(deadpool_postgres::Object);
+
+impl Held {
+    async fn take(db: &TestDb) -> Held {
+        let client = db.pool.get().await.unwrap();
+        client
+            .execute("SELECT pg_advisory_lock(21)", &[])
+            .await
+            .unwrap();
+        Held(client)
+    }
+
+    async fn release(self) {
+        self.0
+            .execute("SELECT pg_advisory_unlock(21)", &[])
+            .await
+            .unwrap();
+    }
+}
+
+/// Starts the service with the poison blocking partition 0 at offset 1, caught in a retry that
+/// waits for the lock the test holds.
+async fn poison_caught_in_a_retry(db: &TestDb, kafka: &TestKafka) -> (TestApp, Held) {
+    gate_poison(db).await;
+    let app = spawn_app(db, kafka).await;
+    app.wait_assigned(1).await;
+    let producer = kafka.producer();
+    for body in [numbered_event(0), poison(), numbered_event(1)] {
+        kafka.send(&producer, Some(0), "k", &body).await;
+    }
+    wait_for(Duration::from_secs(30), "the poison to block", || async {
+        let actor = app.partition(0).await?.actor?;
+        (actor.counts.applied == 2 && actor.backlog.len() == 1).then_some(())
+    })
+    .await;
+    let held = Held::take(db).await;
+    wait_for(
+        Duration::from_secs(10),
+        "a retry to wait for the lock",
+        || async {
+            let waiting = db
+                .scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+                .await;
+            (waiting > 0).then_some(())
+        },
+    )
+    .await;
+    (app, held)
+}
+
+/// Asks for the skip of offset 1 in the background; returns once the partition took it.
+async fn skip_in_the_background(
+    app: &TestApp,
+    comment: &'static str,
+) -> tokio::task::JoinHandle<Response> {
+    let addr = addr(app);
+    let skip = actix_web::rt::spawn(async move {
+        let body = format!(r#"{{"comment": "{comment}"}}"#);
+        post_api(&addr, "/api/partitions/0/backlog/1/dead-letter", &body).await
+    });
+    wait_for(
+        Duration::from_secs(10),
+        "the skip to be requested",
+        || async {
+            let actor = app.partition(0).await?.actor?;
+            actor
+                .backlog
+                .first()
+                .is_some_and(|e| e.dead_letter_requested)
+                .then_some(())
+        },
+    )
+    .await;
+    skip
+}
+
+#[actix_web::test]
+async fn a_skip_overtaken_by_a_retry_that_stores_the_record_is_answered_and_audited_as_overtaken() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let (app, held) = poison_caught_in_a_retry(&db, &kafka).await;
+    // The cause is fixed while the retry waits: that retry stores the record.
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .execute("UPDATE poison_gate SET open = true", &[])
+        .await
+        .unwrap();
+    let skip = skip_in_the_background(&app, "overtaken on purpose").await;
+    held.release().await;
+
+    let answer = skip.await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer = answer.json();
+    assert_eq!(answer["outcome"], "overtaken", "{answer}");
+    assert!(
+        answer["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("not dead-lettered: a retry stored it first"),
+        "{answer}"
+    );
+    app.wait_committed(&kafka, &[3]).await;
+    assert_eq!(history_rows(&db, "event-poison").await, 1);
+    assert!(dead_letters(&db).await.is_empty(), "nothing set aside");
+    let latest = &audit(&addr(&app)).await[0];
+    assert_eq!(latest["action"], "dead_letter");
+    assert_eq!(latest["result"], "overtaken", "{latest}");
+    assert_eq!(latest["detail"], "overtaken on purpose");
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn a_skip_dropped_because_its_partition_was_taken_away_before_it_ran_is_answered_and_audited_as_dropped()
+ {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let start = chrono::Utc::now() - chrono::Duration::hours(1);
+    let (app, held) = poison_caught_in_a_retry(&db, &kafka).await;
+    let skip = skip_in_the_background(&app, "dropped on purpose").await;
+    // A live rewind drains the partition's actor (as a revoke does) while the retry waits:
+    // the skip never runs there.
+    let rewind = post_api(
+        &addr(&app),
+        &format!("/api/partitions/0/rewind?to={}", point_in_time(start)),
+        "",
+    )
+    .await;
+    assert_eq!(rewind.status, 200, "{}", rewind.body);
+
+    let answer = skip.await.unwrap();
+    assert_eq!(answer.status, 409, "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains("not dead-lettered: the partition was revoked"),
+        "{}",
+        answer.body
+    );
+    held.release().await;
+    assert!(dead_letters(&db).await.is_empty(), "nothing set aside");
+    let latest = audit(&addr(&app))
+        .await
+        .into_iter()
+        .find(|a| a["action"] == "dead_letter")
+        .expect("the skip is audited");
+    assert_eq!(latest["result"], "dropped", "{latest}");
+    assert_eq!(latest["detail"], "dropped on purpose");
+    // The new assignment holds the record again, to be set aside there if it must.
+    wait_for(Duration::from_secs(30), "the poison held again", || async {
+        let actor = app.partition(0).await?.actor?;
+        (actor.backlog.len() == 1 && !actor.backlog[0].dead_letter_requested).then_some(())
+    })
+    .await;
+    app.shutdown().await;
+}
+
+#[actix_web::test]
+async fn a_skip_that_has_not_run_in_time_is_answered_as_pending_and_its_audit_row_gets_the_outcome_later()
+ {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let (app, held) = poison_caught_in_a_retry(&db, &kafka).await;
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .execute("UPDATE poison_gate SET open = true", &[])
+        .await
+        .unwrap();
+    // The retry in flight waits longer than the skip is waited for.
+    let skip = skip_in_the_background(&app, "pending on purpose").await;
+    let answer = skip.await.unwrap();
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    let answer = answer.json();
+    assert_eq!(answer["outcome"], "pending", "{answer}");
+    let addr = addr(&app);
+    assert_eq!(audit(&addr).await[0]["result"], "pending");
+
+    held.release().await;
+    wait_for(
+        Duration::from_secs(10),
+        "the audit row to get the outcome",
+        || async { (audit(&addr).await[0]["result"] == "overtaken").then_some(()) },
+    )
+    .await;
+    app.wait_committed(&kafka, &[3]).await;
+    app.shutdown().await;
 }

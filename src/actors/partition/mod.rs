@@ -9,10 +9,11 @@
 //! librdkafka queue fills and fetching stops, and memory stays bounded while the database is
 //! down.
 
+pub mod failures;
 pub mod guard;
 pub mod schedule;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,15 +25,19 @@ use tokio::sync::oneshot;
 use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, BacklogResolved, DeadLetterRecord, Drain, Fetched, GetPartitionStatus,
-    KafkaLink, KafkaRequest, OutcomeReported, PartitionAction, SkipRefused, SkipReported,
+    KafkaLink, KafkaRequest, OutcomeReported, PartitionAction, SkipOutcome, SkipRefused,
+    SkipReported, SkipTicket,
 };
 use super::status::{
     BacklogEntry, GuardStatus, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome,
 };
 use crate::backoff::Backoff;
 use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCause};
+use crate::inbox::PgInboxError;
+use crate::inbox::guards::{self, GuardRow};
 use crate::metrics::Metrics;
 use crate::work::{Executed, Policy, Work, execute_batch};
+use failures::{FailureLog, Line, SUMMARY_EVERY};
 use guard::{Change, Guard};
 use schedule::{Failure, Limits, Next, Pass, Phase, Schedule};
 
@@ -54,6 +59,12 @@ pub struct PartitionDeps {
     pub max_consecutive_rejections: u32,
 }
 
+/// How often a partition's guard is read again while the database does not answer.
+const GUARD_READ_RETRY: Duration = Duration::from_secs(1);
+
+/// How often a failing partition's summary is checked for being due.
+const FAILURE_TICK: Duration = Duration::from_secs(1);
+
 /// The actor of one assignment of a partition.
 pub struct PartitionActor {
     assignment: Assignment,
@@ -67,6 +78,11 @@ pub struct PartitionActor {
     last_offset: Option<i64>,
     last_record_time: Option<DateTime<Utc>>,
     intake_stopped: bool,
+    /// Operators waiting for the outcome of their skip, by offset. Dropped with the actor (a
+    /// revoke, a live rewind), they learn that the skip never ran.
+    skips: BTreeMap<i64, Vec<oneshot::Sender<SkipOutcome>>>,
+    /// What the log was told about the partition's failures (see [`failures`]).
+    failures: FailureLog,
 }
 
 impl PartitionActor {
@@ -83,6 +99,8 @@ impl PartitionActor {
             last_offset: None,
             last_record_time: None,
             intake_stopped: false,
+            skips: BTreeMap::new(),
+            failures: FailureLog::new(SUMMARY_EVERY),
         }
     }
 
@@ -152,20 +170,31 @@ impl PartitionActor {
             self.last_record_time = work.timestamp();
         }
         let deps = self.deps.clone();
-        let dead_letter_rejections = self.guard.may_dead_letter();
+        let partition = self.partition();
+        let wants_release = self.guard.wants_release();
         ctx.spawn(
             async move {
                 let policy = Policy {
                     topic: &deps.topic,
                     timeout: deps.work_timeout,
-                    dead_letter_rejections,
+                    max_consecutive_rejections: deps.max_consecutive_rejections,
                 };
                 let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
                 let executed = execute_batch(&deps.pool, &works, &policy).await;
-                (batch, executed)
+                // A record stored ends the partition's run of rejected records, for whoever
+                // owns the partition next too. Run after the record's own commit: cut off in
+                // between, the run outlives the stored record, and the next record stored ends
+                // it (never the other way round, which could let a run dead-letter too much).
+                let stored = executed.iter().any(|e| e.outcome == Outcome::Applied);
+                let released = if wants_release && stored {
+                    Some(guards::release(&deps.pool, &deps.topic, partition).await)
+                } else {
+                    None
+                };
+                (batch, executed, released)
             }
             .into_actor(self)
-            .map(move |(batch, executed), actor, ctx| {
+            .map(move |(batch, executed, released), actor, ctx| {
                 actor.schedule.finished();
                 debug_assert_eq!(batch.len(), executed.len());
                 let answered = executed.iter().any(|e| e.outcome.is_resolved());
@@ -177,6 +206,13 @@ impl PartitionActor {
                         actor.remember(offset, work.event_id().map(str::to_owned), &executed);
                     }
                     actor.finish(offset, pass, work, executed);
+                }
+                if let Some(released) = released {
+                    actor.guard_released(released);
+                }
+                let backlog = actor.schedule.backlog_len();
+                if let Some(line) = actor.failures.settled(Instant::now(), backlog) {
+                    actor.write_failures(line, None);
                 }
                 let partition = actor.partition();
                 actor.deps.metrics.set_backlog(
@@ -268,8 +304,10 @@ impl PartitionActor {
         }
         if resolved {
             if pass == Pass::Retry && self.schedule.resolved(offset) {
+                self.settle_skips(offset, &executed);
+                self.failures.resolved();
                 let event_id = work.event_id();
-                tracing::info!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
+                tracing::debug!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
                 self.deps.checkpoint.do_send(BacklogResolved {
                     assignment: self.assignment,
                     offset,
@@ -283,10 +321,13 @@ impl PartitionActor {
                 cause,
             };
             let event_id = work.event_id().map(str::to_owned);
+            let now = Instant::now();
             let (attempt, delay) =
                 self.schedule
-                    .unknown(offset, work, failure, Instant::now(), rand::random());
-            tracing::warn!(
+                    .unknown(offset, work, failure, now, rand::random());
+            // Per attempt at debug only: the log tells when the partition starts failing, a
+            // summary per interval, and when it recovers (`failures`).
+            tracing::debug!(
                 partition,
                 offset,
                 event_id,
@@ -296,26 +337,51 @@ impl PartitionActor {
                 error = %error,
                 "record outcome unknown; will retry"
             );
+            if let Some(line) = self.failures.unknown(now, offset, cause, &error) {
+                self.write_failures(line, event_id.as_deref());
+            }
         }
     }
 
-    /// Feeds the guard against mass dead-lettering; logs and publishes its changes.
+    /// Feeds the guard against mass dead-lettering with the database's verdict on a rejected
+    /// record; logs and publishes its changes.
     fn watch_rejections(&mut self, offset: i64, executed: &Executed) {
+        if let Some(row) = executed.guard {
+            let held = executed.outcome == Outcome::Unknown;
+            let change = self.guard.decided(offset, row, held);
+            self.publish_guard(change, Some(offset));
+        }
+    }
+
+    /// The run of rejected records was ended in the database (or could not be).
+    fn guard_released(&mut self, released: Result<bool, PgInboxError>) {
+        match released {
+            Ok(_) => {
+                let change = self.guard.released();
+                self.publish_guard(change, None);
+            }
+            // The run stays engaged in the database: the next record stored ends it.
+            Err(error) => tracing::warn!(
+                partition = self.partition(),
+                error = %error.text(),
+                "could not end the run of rejected records in the database; the next record \
+                 stored does"
+            ),
+        }
+    }
+
+    /// Logs a change of the guard and sets its metric.
+    fn publish_guard(&self, change: Option<Change>, offset: Option<i64>) {
         let partition = self.partition();
-        let change = if executed.outcome == Outcome::Applied {
-            self.guard.stored()
-        } else if executed.rejected_by_database() {
-            self.guard.rejected(offset)
-        } else {
-            None
-        };
         match change {
             Some(Change::Engaged) => {
                 tracing::error!(
                     partition,
                     offset,
+                    dead_lettered = self.guard.dead_lettered(),
                     consecutive = self.guard.consecutive(),
                     limit = self.guard.limit(),
+                    since = ?self.guard.engaged_at(),
                     "too many records in a row rejected by the database: dead-lettering \
                      stopped, the partition holds them as Unknown until the database is fixed"
                 );
@@ -324,7 +390,6 @@ impl PartitionActor {
             Some(Change::Released) => {
                 tracing::info!(
                     partition,
-                    offset,
                     "the database stores records again: dead-lettering of rejected records resumes"
                 );
                 self.deps.metrics.set_dead_letter_guard(partition, false);
@@ -333,8 +398,129 @@ impl PartitionActor {
         }
     }
 
+    /// Reads the partition's guard from the database (again every [`GUARD_READ_RETRY`] until
+    /// it answers): an earlier owner may have left it engaged.
+    fn read_guard(&mut self, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        let partition = self.partition();
+        ctx.spawn(
+            async move { guards::load(&deps.pool, &deps.topic, partition).await }
+                .into_actor(self)
+                .map(move |loaded, actor, ctx| actor.guard_read(loaded, ctx)),
+        );
+    }
+
+    fn guard_read(&mut self, loaded: Result<GuardRow, PgInboxError>, ctx: &mut Context<Self>) {
+        let partition = self.partition();
+        match loaded {
+            Ok(row) => {
+                if self.guard.loaded(row) == Some(Change::Engaged) {
+                    tracing::warn!(
+                        partition,
+                        dead_lettered = self.guard.dead_lettered(),
+                        limit = self.guard.limit(),
+                        since = ?self.guard.engaged_at(),
+                        "dead-lettering stays stopped: an earlier owner of the partition found too \
+                         many records in a row rejected by the database; they stay Unknown until \
+                         a record is stored"
+                    );
+                }
+                self.deps
+                    .metrics
+                    .set_dead_letter_guard(partition, self.guard.engaged());
+            }
+            // Its verdicts teach the actor as well; the read matters for the status of an
+            // idle partition, so it is tried again quietly.
+            Err(error) if !self.guard.known() => {
+                tracing::debug!(partition, error = %error.text(), "could not read the partition's guard; trying again");
+                ctx.run_later(GUARD_READ_RETRY, |actor, ctx| {
+                    if !actor.guard.known() {
+                        actor.read_guard(ctx);
+                    }
+                });
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Writes a line about the partition's failures (see [`failures`]); `event_id` is the
+    /// record's whose attempt started a failure.
+    fn write_failures(&self, line: Line, event_id: Option<&str>) {
+        let partition = self.partition();
+        match line {
+            Line::Failing {
+                offset,
+                cause,
+                error,
+            } => tracing::warn!(
+                partition,
+                offset,
+                event_id,
+                cause = cause.as_str(),
+                error = %error,
+                summary_every_s = SUMMARY_EVERY.as_secs(),
+                "partition failing: a record's outcome is Unknown; it and the next ones are \
+                 retried until they resolve"
+            ),
+            Line::StillFailing {
+                failing_for,
+                backlog,
+                causes,
+            } => {
+                let main = causes.first();
+                tracing::warn!(
+                    partition,
+                    failing_for_s = failing_for.as_secs(),
+                    backlog,
+                    attempts = Line::attempts(&causes),
+                    unavailable = Line::attempts_of(&causes, UnknownCause::Unavailable),
+                    refused = Line::attempts_of(&causes, UnknownCause::Refused),
+                    rejected = Line::attempts_of(&causes, UnknownCause::Rejected),
+                    cause = main.map(|c| c.cause.as_str()),
+                    error = main.map(|c| tracing::field::display(c.last_error.clone())),
+                    "partition still failing: attempts ended Unknown in the last interval, by cause"
+                );
+            }
+            Line::Recovered {
+                failed_for,
+                attempts,
+                resolved,
+            } => tracing::info!(
+                partition,
+                failed_for_s = failed_for.as_secs(),
+                attempts,
+                resolved,
+                "partition recovered: every Unknown record resolved"
+            ),
+        }
+    }
+
+    /// Tells the operators waiting for a skip of the record at `offset`, which just resolved,
+    /// what became of it: their dead letter stored it, or a retry running already did first.
+    fn settle_skips(&mut self, offset: i64, executed: &Executed) {
+        let Some(waiting) = self.skips.remove(&offset) else {
+            return;
+        };
+        let skipped = executed.outcome == Outcome::DeadLettered
+            && executed.reason == Some(RejectReason::SkippedByOperator);
+        let outcome = if skipped {
+            SkipOutcome::Done
+        } else {
+            SkipOutcome::Overtaken(executed.outcome)
+        };
+        tracing::info!(
+            partition = self.partition(),
+            offset,
+            outcome = outcome.as_str(),
+            "an operator's skip settled"
+        );
+        for operator in waiting {
+            let _ = operator.send(outcome);
+        }
+    }
+
     /// Replaces an Unknown record's work by its dead letter, run next (an operator's skip).
-    fn dead_letter_record(&mut self, request: DeadLetterRecord) -> Result<(), SkipRefused> {
+    fn dead_letter_record(&mut self, request: DeadLetterRecord) -> Result<SkipTicket, SkipRefused> {
         let partition = self.partition();
         let refused = SkipRefused::NotInBacklog {
             partition,
@@ -368,7 +554,9 @@ impl PartitionActor {
             by = %request.by,
             "an operator dead-letters an Unknown record"
         );
-        Ok(())
+        let (tell, ticket) = SkipTicket::new();
+        self.skips.entry(request.offset).or_default().push(tell);
+        Ok(ticket)
     }
 
     fn remember(&mut self, offset: i64, event_id: Option<String>, executed: &Executed) {
@@ -435,6 +623,9 @@ impl PartitionActor {
                 engaged: self.guard.engaged(),
                 consecutive: self.guard.consecutive(),
                 limit: self.guard.limit(),
+                dead_lettered: self.guard.dead_lettered(),
+                engaged_at: self.guard.engaged_at(),
+                known: self.guard.known(),
             },
             counts: self.counts.clone(),
             last_offset: self.last_offset,
@@ -454,10 +645,15 @@ impl Actor for PartitionActor {
             paused = self.schedule.is_paused(),
             "partition actor started"
         );
-        // The series exists from the start, so a rule or panel over it has data.
-        self.deps
-            .metrics
-            .set_dead_letter_guard(self.partition(), false);
+        // The guard's series appears once the guard was read: a 0 before it could be wrong
+        // for a partition an earlier owner left engaged.
+        self.read_guard(ctx);
+        ctx.run_interval(FAILURE_TICK, |actor, _ctx| {
+            let backlog = actor.schedule.backlog_len();
+            if let Some(line) = actor.failures.tick(Instant::now(), backlog) {
+                actor.write_failures(line, None);
+            }
+        });
         self.drive(ctx);
     }
 
@@ -548,11 +744,11 @@ impl Handler<ApplyAction> for PartitionActor {
 }
 
 impl Handler<DeadLetterRecord> for PartitionActor {
-    type Result = Result<(), SkipRefused>;
+    type Result = Result<SkipTicket, SkipRefused>;
 
     fn handle(&mut self, request: DeadLetterRecord, ctx: &mut Context<Self>) -> Self::Result {
-        self.dead_letter_record(request)?;
+        let ticket = self.dead_letter_record(request)?;
         self.drive(ctx);
-        Ok(())
+        Ok(ticket)
     }
 }

@@ -28,8 +28,8 @@ use super::auth::{Denied, Principal, bearer_token};
 use super::error::AdminError;
 use super::pages::{
     AuditView, BacklogView, BlockingView, ConnectionView, DeadLetterView, DeadLettersPage,
-    ErrorPage, HistoryView, Layout, LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment,
-    RecentView, RowView, TicketPage, human_duration,
+    ErrorPage, HeldView, HistoryView, Layout, LoginPage, OverviewPage, PartitionPage,
+    PartitionRowsFragment, RecentView, RowView, TicketPage, guard_text, human_duration,
 };
 use super::queries::{
     self, Cursor, DEAD_LETTER_COUNT_CAP, DEAD_LETTERS_PER_PAGE, DeadLetterFilter, DeadLetterPage,
@@ -37,7 +37,7 @@ use super::queries::{
 };
 use super::redirect::safe_next;
 use super::{AdminState, OVER_LIMIT_DELAY};
-use crate::actors::messages::GetOverview;
+use crate::actors::messages::{GetOverview, Trouble};
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
 use crate::actors::monitor::Overview;
 use crate::actors::status::PartitionSummary;
@@ -235,10 +235,14 @@ pub(super) fn parse_time(field: &str, text: &str) -> Result<DateTime<Utc>, Admin
 }
 
 /// Records an operator action in the audit trail (the consumer's pool: see `AdminState`); a
-/// failure is logged, never the action's.
-pub(super) async fn audit(state: &AdminState, action: &queries::Action<'_>) {
-    if let Err(error) = queries::record_action(&state.pool, action).await {
-        tracing::warn!(error = %chain(&error), "admin action not recorded in the audit trail");
+/// failure is logged, never the action's. The row's id, if it was recorded.
+pub(super) async fn audit(state: &AdminState, action: &queries::Action<'_>) -> Option<i64> {
+    match queries::record_action(&state.pool, action).await {
+        Ok(id) => Some(id),
+        Err(error) => {
+            tracing::warn!(error = %chain(&error), "admin action not recorded in the audit trail");
+            None
+        }
     }
 }
 

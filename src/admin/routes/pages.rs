@@ -62,6 +62,8 @@ pub(super) async fn partition_rows(state: State) -> HttpResponse {
 pub(super) struct Flash {
     done: Option<String>,
     offset: Option<i64>,
+    /// What became of a skip (`done`, `overtaken`, `pending`).
+    outcome: Option<String>,
 }
 
 impl Flash {
@@ -69,10 +71,20 @@ impl Flash {
     /// query is anybody's to write).
     fn text(&self) -> String {
         match (self.done.as_deref(), self.offset) {
-            (Some("dead_letter"), Some(offset)) => format!(
-                "offset {offset}: dead-lettering requested; it runs as the partition's next \
-                 unit of work"
-            ),
+            (Some("dead_letter"), Some(offset)) => match self.outcome.as_deref() {
+                Some("done") => format!(
+                    "offset {offset}: dead-lettered (skipped_by_operator); the committed offset \
+                     moves past it"
+                ),
+                Some("overtaken") => format!(
+                    "offset {offset}: not dead-lettered: a retry resolved it first, before the \
+                     skip ran"
+                ),
+                _ => format!(
+                    "offset {offset}: dead-lettering requested; it runs as the partition's next \
+                     unit of work"
+                ),
+            },
             (Some(action), _) => parse_action(action)
                 .map(|a| format!("{} requested", a.as_str().replace('_', " ")))
                 .unwrap_or_default(),
@@ -126,6 +138,11 @@ async fn partition(
             row: RowView::new(summary),
             flash: flash.text(),
             as_of: chrono::Utc::now().format("%H:%M:%S UTC").to_string(),
+            guard: actor.map(|a| guard_text(&a.guard)).unwrap_or_default(),
+            held: match &summary.view.fetch {
+                Some(Trouble::Held(held)) => Some(HeldView::of(held)),
+                _ => None,
+            },
             blocking: actor.and_then(|a| BlockingView::of(&a.backlog, &a.guard)),
             backlog: actor
                 .map(|a| a.backlog.iter().map(BacklogView::from).collect())

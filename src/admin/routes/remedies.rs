@@ -2,9 +2,16 @@
 //! recorded in the audit trail: dead-letter an Unknown record of a partition (a skip, with a
 //! required comment; the watermark moves past it), and replay dead letters back through the
 //! inbox transaction, one or every letter matching a filter.
+//!
+//! A skip is answered, and audited, with what became of it: done (dead-lettered), overtaken (a
+//! retry running already resolved the record first) or dropped (the partition was taken away
+//! before the skip ran). One that has not run within [`SKIP_WAIT`] is answered and audited as
+//! pending, and its audit row gets the outcome once it is known.
+
+use std::time::Duration;
 
 use super::*;
-use crate::actors::messages::{DeadLetterRecord, SkipRefused};
+use crate::actors::messages::{DeadLetterRecord, SkipOutcome, SkipRefused};
 use crate::inbox::replay::{self, LetterId, ReplayError, ReplaySummary, Replayed};
 
 /// Letters one "replay all matching" replays at most: each is a transaction of its own, and the
@@ -31,15 +38,49 @@ fn parse_comment(comment: Option<&str>) -> Result<String, AdminError> {
 
 // ----- dead-letter an Unknown record --------------------------------------------------------
 
-/// Checks, asks the partition to dead-letter the record, and records it; `principal` is the
-/// authorised operator.
+/// How long an operator's skip is waited for. It runs after the partition's unit of work in
+/// flight, so it is at once unless the database is slow or down (each unit ends within
+/// `--work-timeout`).
+pub const SKIP_WAIT: Duration = Duration::from_secs(10);
+
+/// What an operator is told about their skip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skipped {
+    Settled(SkipOutcome),
+    /// Not run within [`SKIP_WAIT`]: its audit row is settled later.
+    Pending,
+}
+
+impl Skipped {
+    fn as_str(self) -> &'static str {
+        match self {
+            Skipped::Settled(outcome) => outcome.as_str(),
+            Skipped::Pending => "pending",
+        }
+    }
+
+    fn message(self) -> String {
+        match self {
+            Skipped::Settled(outcome) => outcome.message(),
+            Skipped::Pending => format!(
+                "dead-lettering requested, not run within {} s (the database is slow or down): \
+                 it runs as the partition's next unit of work, and the audit trail records its \
+                 outcome once known",
+                SKIP_WAIT.as_secs()
+            ),
+        }
+    }
+}
+
+/// Checks, asks the partition to dead-letter the record, waits for what became of it and
+/// records that; `principal` is the authorised operator.
 async fn skip(
     state: &AdminState,
     request: &HttpRequest,
     principal: Principal,
     (partition, offset): (&str, &str),
     comment: Option<&str>,
-) -> Result<(i32, i64), AdminError> {
+) -> Result<(i32, i64, Skipped), AdminError> {
     let partition = parse_partition(partition)?;
     let offset = parse_offset(offset)?;
     let comment = parse_comment(comment)?;
@@ -54,13 +95,20 @@ async fn skip(
         })
         .await
         .unwrap_or(Err(SkipRefused::NotOwned(NotOwned(partition))));
+    let (answer, pending) = match answer {
+        Ok(mut ticket) => match tokio::time::timeout(SKIP_WAIT, &mut ticket).await {
+            Ok(outcome) => (Ok(Skipped::Settled(outcome)), None),
+            Err(_) => (Ok(Skipped::Pending), Some(ticket)),
+        },
+        Err(refused) => (Err(refused), None),
+    };
     let result = match &answer {
-        Ok(()) => "ok",
+        Ok(skipped) => skipped.as_str(),
         Err(SkipRefused::NotOwned(_)) => "not owned",
         Err(SkipRefused::NotInBacklog { .. }) => "not in the backlog",
     };
     tracing::info!(partition, offset, %actor, result, "admin action: dead-letter a record");
-    audit(
+    let id = audit(
         state,
         &queries::Action {
             partition: Some(partition),
@@ -72,8 +120,28 @@ async fn skip(
         },
     )
     .await;
+    if let (Some(ticket), Some(id)) = (pending, id) {
+        let pool = state.pool.clone();
+        actix_web::rt::spawn(async move {
+            let outcome = ticket.await;
+            let result = outcome.as_str();
+            tracing::info!(
+                partition,
+                offset,
+                result,
+                "admin action settled: dead-letter a record"
+            );
+            if let Err(error) = queries::settle_action(&pool, id, result).await {
+                tracing::warn!(id, result, error = %chain(&error), "a skip's outcome not recorded in the audit trail");
+            }
+        });
+    }
     match answer {
-        Ok(()) => Ok((partition, offset)),
+        Ok(Skipped::Settled(outcome @ SkipOutcome::Dropped)) => Err(AdminError::Conflict(format!(
+            "offset {offset} of partition {partition}: {}",
+            outcome.message()
+        ))),
+        Ok(skipped) => Ok((partition, offset, skipped)),
         Err(refused @ SkipRefused::NotOwned(_)) => Err(AdminError::Conflict(refused.to_string())),
         Err(refused) => Err(AdminError::NotFound(refused.to_string())),
     }
@@ -99,9 +167,10 @@ pub(super) async fn skip_form(
         skip(&state, &request, principal, place, form.comment.as_deref()).await
     }
     .await;
-    let page = skipped.map(|(partition, offset)| {
+    let page = skipped.map(|(partition, offset, skipped)| {
         see_other(&format!(
-            "/partitions/{partition}?done=dead_letter&offset={offset}"
+            "/partitions/{partition}?done=dead_letter&offset={offset}&outcome={}",
+            skipped.as_str()
         ))
     });
     page_or_error(&state, &request, page)
@@ -132,11 +201,17 @@ pub(super) async fn skip_api(
         })?
         .comment;
     let place = (partition.as_str(), offset.as_str());
-    let (partition, offset) = skip(&state, &request, principal, place, comment.as_deref()).await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({
+    let (partition, offset, skipped) =
+        skip(&state, &request, principal, place, comment.as_deref()).await?;
+    let mut answer = match skipped {
+        Skipped::Settled(_) => HttpResponse::Ok(),
+        Skipped::Pending => HttpResponse::Accepted(),
+    };
+    Ok(answer.json(serde_json::json!({
         "partition": partition,
         "offset": offset,
-        "result": "dead-lettering requested: it runs as the partition's next unit of work",
+        "outcome": skipped.as_str(),
+        "result": skipped.message(),
     })))
 }
 

@@ -232,6 +232,9 @@ mod tests {
                     engaged: false,
                     consecutive: 0,
                     limit: 10,
+                    dead_lettered: 0,
+                    engaged_at: None,
+                    known: true,
                 },
                 counts,
                 last_offset: None,
@@ -250,6 +253,7 @@ mod tests {
                 last_commit_error: None,
             }),
             observed: None,
+            fetch: None,
         }
     }
 

@@ -47,6 +47,18 @@ impl ServiceProcess {
         group: &str,
         extra: &[&str],
     ) -> ServiceProcess {
+        ServiceProcess::spawn_with_env(database_url, brokers, topic, group, extra, &[])
+    }
+
+    /// The same, with environment variables `env` set for the process.
+    pub fn spawn_with_env(
+        database_url: &str,
+        brokers: &str,
+        topic: &str,
+        group: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServiceProcess {
         let admin = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("{}.log", unique_name("history-consumer")));
         let file = std::fs::File::create(&log).unwrap();
@@ -67,6 +79,7 @@ impl ServiceProcess {
             .args(["--commit-interval", "100ms", "--drain-timeout", "3s"])
             .args(extra)
             .env("HISTORY_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
