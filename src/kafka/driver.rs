@@ -84,6 +84,10 @@ pub struct DriverSettings {
     pub initial_credit: usize,
     /// How long leaving the group may take before the consumer is closed anyway.
     pub shutdown_deadline: Duration,
+    /// A static member (`group.instance.id`): on shutdown it gives its partitions up itself
+    /// and closes without leaving the group, so that the same member restarted within the
+    /// session timeout gets them back without a rebalance.
+    pub static_member: bool,
 }
 
 /// Starts the driver thread. It owns the consumer and closes it on its way out, after the
@@ -262,10 +266,22 @@ impl Driver {
 
     fn begin_closing(&mut self) {
         if self.closing_since.is_none() {
-            tracing::info!("leaving the group");
             self.closing_since = Some(Instant::now());
-            // librdkafka revokes the assignment through the usual rebalance path.
-            self.consumer.unsubscribe();
+            if self.settings.static_member {
+                // An unsubscribe would send a LeaveGroup naming the instance, and the
+                // coordinator would hand its partitions to the others at once. Instead the
+                // partitions are drained and their final positions committed here, and the
+                // consumer is closed still subscribed: librdkafka sends no LeaveGroup for a
+                // static member that terminates (KIP-345), and the coordinator keeps the
+                // member (and its partitions) until session.timeout.ms.
+                tracing::info!("stopping as a static member: the group keeps its partitions");
+                let partitions: Vec<i32> = self.readers.keys().copied().collect();
+                self.revoke(&partitions, false);
+            } else {
+                tracing::info!("leaving the group");
+                // librdkafka revokes the assignment through the usual rebalance path.
+                self.consumer.unsubscribe();
+            }
         }
     }
 
@@ -284,6 +300,9 @@ impl Driver {
         };
         if !self.readers.is_empty() {
             return since.elapsed() > self.settings.shutdown_deadline;
+        }
+        if self.settings.static_member {
+            return true;
         }
         let drained_since = *self.drained_since.get_or_insert_with(Instant::now);
         if member_id(&self.consumer).is_none() {
