@@ -80,12 +80,12 @@ async fn owns_everything(member: &ServiceProcess, kafka: &TestKafka, bound: Dura
 
 /// A transaction holding the inbox table locked: every inbox transaction of the service
 /// waits (its outcome Unknown once `--work-timeout` passes) until it is dropped.
-struct InboxLocked {
+pub struct InboxLocked {
     client: tokio_postgres::Client,
 }
 
 impl InboxLocked {
-    async fn take(db: &TestDb) -> InboxLocked {
+    pub async fn take(db: &TestDb) -> InboxLocked {
         let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
             .await
             .expect("a connection of the fault");
@@ -97,7 +97,7 @@ impl InboxLocked {
         InboxLocked { client }
     }
 
-    async fn release(self) {
+    pub async fn release(self) {
         self.client
             .batch_execute("ROLLBACK")
             .await
