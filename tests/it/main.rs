@@ -33,6 +33,7 @@ mod recovery;
 mod rejections;
 mod remedies;
 mod resilience;
+mod rolling;
 mod schema;
 mod support;
 mod unreadable;
