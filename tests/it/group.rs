@@ -181,3 +181,38 @@ async fn a_member_restarted_again_and_again_while_joining_during_a_database_faul
     wait_committed(&kafka, &group, &kafka.ends().await, Duration::from_secs(60)).await;
     assert_stored_once(&db, 800).await;
 }
+
+/// A static member (`--group-instance-id`) stopped with SIGTERM commits what it stored and
+/// closes without a LeaveGroup: the coordinator keeps it (and its partitions) for the session
+/// timeout, where a dynamic member's group is empty at once; the same name started again owns
+/// the partitions and goes on from the committed offsets. On tansu, which describes groups.
+#[actix_web::test]
+async fn a_static_member_stopped_stays_in_the_group_and_its_restart_goes_on_from_its_commits_on_tansu()
+ {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(Broker::Tansu, 2).await;
+    let group = unique_name("group");
+    let instance = ["--group-instance-id", "history-0"];
+    produce(&kafka, 0..200).await;
+    let mut member =
+        ServiceProcess::spawn_with(&db.url, &kafka.brokers, &kafka.topic, &group, &instance);
+    wait_committed(&kafka, &group, &kafka.ends().await, Duration::from_secs(90)).await;
+    member.sigterm();
+    assert_eq!(member.wait_exit(Duration::from_secs(30)).await, Some(0));
+    let log = std::fs::read_to_string(&member.log).unwrap();
+    assert!(log.contains("stopping as a static member"), "{log}");
+    // Still a member 3 s later (a dynamic one is gone within 3 s: the test above).
+    let seen = empty_within(&kafka, &group, Duration::from_secs(3)).await;
+    assert!(
+        matches!(seen.last(), Some(Membership::Active { .. })),
+        "the static member was kept: {seen:?}"
+    );
+
+    produce(&kafka, 200..400).await;
+    let mut member =
+        ServiceProcess::spawn_with(&db.url, &kafka.brokers, &kafka.topic, &group, &instance);
+    wait_committed(&kafka, &group, &kafka.ends().await, Duration::from_secs(90)).await;
+    assert_stored_once(&db, 400).await;
+    member.sigterm();
+    assert_eq!(member.wait_exit(Duration::from_secs(30)).await, Some(0));
+}
