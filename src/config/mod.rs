@@ -669,15 +669,6 @@ mod tests {
         assert_eq!(run_args(&[]).unwrap().kafka.group_instance_id, None);
         let flag = run_args(&["--group-instance-id", "history-0"]).unwrap();
         assert_eq!(flag.kafka.group_instance_id.as_deref(), Some("history-0"));
-        let config = crate::kafka::client::consumer_config(
-            &flag.kafka,
-            "c",
-            crate::kafka::client::Prefetch {
-                records: 1,
-                kbytes: 1,
-            },
-        );
-        assert_eq!(config.get("group.instance.id"), Some("history-0"));
         let property = run_args(&["--kafka-option", "group.instance.id=history-1"]).unwrap();
         assert_eq!(
             property.kafka.group_instance_id.as_deref(),

@@ -51,3 +51,32 @@ pub fn consumer_config(kafka: &KafkaSettings, client_id: &str, prefetch: Prefetc
     kafka.options.apply_to(&mut config);
     config
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_static_member_gets_its_group_instance_id() {
+        let mut kafka = crate::config::KafkaSettings {
+            brokers: "b:9092".into(),
+            topic: "t".into(),
+            group: "g".into(),
+            group_instance_id: None,
+            options: Default::default(),
+        };
+        let prefetch = Prefetch {
+            records: 1,
+            kbytes: 1,
+        };
+        assert_eq!(
+            consumer_config(&kafka, "c", prefetch).get("group.instance.id"),
+            None
+        );
+        kafka.group_instance_id = Some("history-0".into());
+        assert_eq!(
+            consumer_config(&kafka, "c", prefetch).get("group.instance.id"),
+            Some("history-0")
+        );
+    }
+}
