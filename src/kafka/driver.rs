@@ -128,6 +128,7 @@ pub fn spawn_driver(
                 drained_since: None,
                 positions_checked: Instant::now(),
                 panic_on_first_record: panic_on_first_record(),
+                fatal: None,
             };
             // A panic must not leave the process waiting for a driver that is gone: it is
             // reported at once (the service then exits with an error), and the consumer is
@@ -141,11 +142,19 @@ pub fn spawn_driver(
                     error: Some(format!("the kafka driver thread panicked: {text}")),
                 });
             }
+            // A fatal error: reported before the close, which may not get far.
+            let fatal = driver.fatal.take();
+            if let Some(error) = &fatal {
+                stopped.do_send(DriverStopped {
+                    error: Some(error.clone()),
+                });
+            }
+            let failed = panicked.is_some() || fatal.is_some();
             driver.close();
             drop(driver);
             // The last reference: closing the consumer blocks, which is fine on this thread.
             drop(consumer);
-            if panicked.is_none() {
+            if !failed {
                 stopped.do_send(DriverStopped { error: None });
             }
         })
@@ -165,6 +174,25 @@ pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 /// driver thread panics as it is about to hand the first record to a partition actor. Read
 /// once, when the driver thread starts; release builds ignore it.
 pub const TEST_DRIVER_PANIC: &str = "HISTORY_TEST_DRIVER_PANIC";
+
+/// A fault for the tests of the binary, in debug builds only: with
+/// `HISTORY_TEST_KAFKA_FATAL=fenced` the driver has librdkafka raise the fatal error a fenced
+/// static member gets (`rd_kafka_test_fatal_error`, librdkafka's own test hook) as it starts.
+pub const TEST_KAFKA_FATAL: &str = "HISTORY_TEST_KAFKA_FATAL";
+
+fn test_fatal_error(consumer: &Consumer_) {
+    if cfg!(debug_assertions) && std::env::var(TEST_KAFKA_FATAL).is_ok_and(|v| v == "fenced") {
+        let reason = std::ffi::CString::new("test: fenced by another instance").expect("no NUL");
+        // SAFETY: a valid client handle and a NUL-terminated string that outlives the call.
+        unsafe {
+            rdkafka::bindings::rd_kafka_test_fatal_error(
+                consumer.client().native_ptr(),
+                rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID,
+                reason.as_ptr(),
+            );
+        }
+    }
+}
 
 fn panic_on_first_record() -> bool {
     cfg!(debug_assertions)
@@ -212,12 +240,24 @@ struct Driver {
     positions_checked: Instant,
     /// See [`TEST_DRIVER_PANIC`].
     panic_on_first_record: bool,
+    /// librdkafka's fatal error, once it raised one: the consumer is unusable and the loop ends.
+    fatal: Option<String>,
 }
 
 impl Driver {
     fn run(&mut self) {
+        test_fatal_error(&self.consumer);
         loop {
             self.serve_main_queue();
+            // A fatal error (a static member fenced by another process with its
+            // group.instance.id, say) leaves a consumer that will never fetch or commit again:
+            // stop, and the process exits with the error instead of idling unready for ever.
+            if let Some((code, reason)) = self.consumer.client().fatal_error() {
+                let error = format!("librdkafka raised a fatal error: {reason} ({code:?})");
+                tracing::error!(error = %error, "the kafka consumer cannot go on; stopping");
+                self.fatal = Some(error);
+                return;
+            }
             self.collect_commit_answers(Duration::ZERO);
             while let Ok(request) = self.requests.try_recv() {
                 self.handle(request);
