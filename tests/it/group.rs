@@ -118,6 +118,8 @@ async fn a_graceful_leave_empties_the_group_at_once_every_time_on_tansu() {
         let mut member = ServiceProcess::spawn(&db, &kafka, &group);
         owns_everything(&member, &kafka, kafka.join_deadline()).await;
         // Leave while records are still being stored and committed.
+        produce(&kafka, 0..2000).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         member.sigterm();
         assert_eq!(member.wait_exit(Duration::from_secs(30)).await, Some(0));
         let seen = empty_within(&kafka, &group, Duration::from_secs(3)).await;
