@@ -48,10 +48,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         match cli.command {
             Command::Run(args) => {
                 let settings = Settings::from_run_args(*args)?;
-                Application::build(settings)
-                    .await?
-                    .run_until_stopped()
-                    .await?;
+                // None: stopped by a signal while it waited for the database.
+                if let Some(application) = Application::build_waiting(settings).await? {
+                    application.run_until_stopped().await?;
+                }
             }
             #[cfg(feature = "tools")]
             Command::Demo(args) => history_consumer::tools::demo::run(args).await?,

@@ -81,7 +81,24 @@ impl Application {
     /// Connects to the database (applying migrations), creates the actors and the consumer,
     /// subscribes, and binds the admin server. Must run inside an actix system.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
-        let built = Application::assemble(settings).await;
+        Application::build_with(settings, DatabaseAtStart::Required)
+            .await
+            .map(|built| built.expect("not waiting, so not stopped while waiting"))
+    }
+
+    /// As [`Application::build`], but a database that cannot be reached does not stop the
+    /// start: the service waits for it as it waits for the brokers, serving `/healthz`, an
+    /// unready `/readyz` and a page with the reason meanwhile. `None`: a SIGINT or SIGTERM
+    /// came while it waited.
+    pub async fn build_waiting(settings: Settings) -> Result<Option<Application>, StartupError> {
+        Application::build_with(settings, DatabaseAtStart::WaitForIt).await
+    }
+
+    async fn build_with(
+        settings: Settings,
+        database_at_start: DatabaseAtStart,
+    ) -> Result<Option<Application>, StartupError> {
+        let built = Application::assemble(settings, database_at_start).await;
         if built.is_err() {
             // Actors started before the failure have not run yet. Left so, the runtime's
             // shutdown would start them outside it (actix runs an actor once as it drops it)
@@ -91,7 +108,10 @@ impl Application {
         built
     }
 
-    async fn assemble(settings: Settings) -> Result<Application, StartupError> {
+    async fn assemble(
+        settings: Settings,
+        database_at_start: DatabaseAtStart,
+    ) -> Result<Option<Application>, StartupError> {
         settings.validate()?;
         // The admin's TLS files are read now: a wrong one stops the start, naming its key.
         let admin_tls = settings
@@ -114,11 +134,31 @@ impl Application {
             .map_err(kafka_config_error)?;
         let database = settings.database.database()?;
         let pool = database.pool(runtime.db_pool_size)?;
-        let report = crate::inbox::migrate_pool(&pool).await?;
+        let metrics = Metrics::new();
+        // Bound first: while the database is waited for, the addresses already answer.
+        let admin = &settings.admin;
+        let (listener, admin_addr) = bind(admin.addr)?;
+        let (metrics_listener, metrics_addr) = match admin.separate_metrics_addr() {
+            Some(addr) => {
+                let (listener, bound) = bind(addr)?;
+                (Some(listener), bound)
+            }
+            None => (None, admin_addr),
+        };
+        let report = match database_at_start {
+            DatabaseAtStart::Required => crate::inbox::migrate_pool(&pool).await?,
+            DatabaseAtStart::WaitForIt => {
+                let listeners = (&listener, metrics_listener.as_ref());
+                match migrate_when_reachable(&pool, listeners, &metrics, admin_tls.as_ref()).await?
+                {
+                    Some(report) => report,
+                    None => return Ok(None),
+                }
+            }
+        };
         if !report.applied.is_empty() {
             tracing::info!(applied = ?report.applied, "database migrated");
         }
-        let metrics = Metrics::new();
         let (requests_tx, requests) = mpsc::channel();
         let link = KafkaLink::new(requests_tx);
         let checkpoint =
@@ -180,15 +220,6 @@ impl Application {
             resets_resumed: supervisor.clone().recipient(),
         };
 
-        let admin = &settings.admin;
-        let (listener, admin_addr) = bind(admin.addr)?;
-        let (metrics_listener, metrics_addr) = match admin.separate_metrics_addr() {
-            Some(addr) => {
-                let (listener, bound) = bind(addr)?;
-                (Some(listener), bound)
-            }
-            None => (None, admin_addr),
-        };
         let monitor = Monitor::new(
             supervisor.clone(),
             metrics.clone(),
@@ -224,7 +255,7 @@ impl Application {
         )?;
         let https = admin_tls.is_some();
         tracing::info!(%admin_addr, %metrics_addr, https, group = %settings.kafka.group, topic = %settings.kafka.topic, "service started");
-        Ok(Application {
+        Ok(Some(Application {
             handle: AppHandle {
                 supervisor,
                 pool,
@@ -239,7 +270,7 @@ impl Application {
             ports,
             server,
             stopped,
-        })
+        }))
     }
 
     pub fn handle(&self) -> AppHandle {
@@ -260,6 +291,7 @@ impl Application {
                 initial_credit: runtime.partition_queue,
                 shutdown_deadline,
                 reset_policy: runtime.offset_reset_policy,
+                static_member: self.settings.kafka.group_instance_id.is_some(),
             },
         )
         .map_err(StartupError::Thread)?;
@@ -279,6 +311,103 @@ impl Application {
             None => Ok(()),
             Some(error) => Err(StartupError::Consumer(error)),
         }
+    }
+}
+
+/// Whether `run` may wait for a database it cannot reach at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DatabaseAtStart {
+    /// Fail (tests, the demo and the bench, which start their own database).
+    Required,
+    /// Wait, up and unready, with the reason on the admin address.
+    WaitForIt,
+}
+
+/// The first wait between two attempts to reach the database at start; it doubles up to
+/// [`DATABASE_RETRY_MAX`].
+const DATABASE_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const DATABASE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(15);
+/// Every this many failed attempts in a row the log says again that the service still waits.
+const DATABASE_WAIT_REMINDER: u64 = 10;
+
+/// Applies the migrations once the database can be reached, serving the waiting pages on the
+/// listeners meanwhile. `None`: a SIGINT or SIGTERM came first. A migration that fails on a
+/// reachable database still stops the start: waiting would not fix it.
+async fn migrate_when_reachable(
+    pool: &Pool,
+    (admin_listener, metrics_listener): (&TcpListener, Option<&TcpListener>),
+    metrics: &Metrics,
+    tls: Option<&admin::tls::AdminTls>,
+) -> Result<Option<crate::inbox::MigrationReport>, StartupError> {
+    use crate::admin::waiting::{self, WaitingState};
+    use crate::inbox::MigrateError;
+    let mut waiting: Option<(WaitingState, admin::ServersHandle)> = None;
+    let mut delay = DATABASE_RETRY_FIRST;
+    let signal = wait_for_signal();
+    tokio::pin!(signal);
+    loop {
+        let outcome = crate::inbox::migrate_pool(pool).await;
+        let reason = match outcome {
+            Err(MigrateError::Connect(error)) => crate::error_text::chain(&error),
+            done => {
+                if let Some((state, servers)) = waiting.take() {
+                    servers.stop(false).await;
+                    let waited = state.now();
+                    if done.is_ok() {
+                        tracing::info!(
+                            attempts = waited.attempts,
+                            since = %waited.since,
+                            "the database answers; starting"
+                        );
+                    }
+                }
+                return Ok(Some(done?));
+            }
+        };
+        match &waiting {
+            None => {
+                tracing::warn!(
+                    error = %reason,
+                    "cannot reach the database; waiting for it (up, not ready: /readyz and the \
+                     admin address say why), retrying"
+                );
+                let state = WaitingState::new(reason, metrics.clone());
+                let servers = waiting::server(admin_listener, metrics_listener, state.clone(), tls)
+                    .map_err(|source| StartupError::Bind {
+                        addr: admin_listener
+                            .local_addr()
+                            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+                        source,
+                    })?
+                    .spawn();
+                waiting = Some((state, servers));
+            }
+            Some((state, _)) => {
+                let before = state.now();
+                if before.reason != reason {
+                    tracing::warn!(error = %reason, "still cannot reach the database, now failing otherwise");
+                } else if (before.attempts + 1) % DATABASE_WAIT_REMINDER == 0 {
+                    tracing::warn!(
+                        error = %reason,
+                        attempts = before.attempts + 1,
+                        since = %before.since,
+                        "still waiting for the database"
+                    );
+                }
+                state.failed_again(reason);
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = &mut signal => {
+                tracing::info!("signal received while waiting for the database; stopping");
+                if let Some((_, servers)) = waiting.take() {
+                    servers.stop(false).await;
+                }
+                return Ok(None);
+            }
+        }
+        delay = (delay * 2).min(DATABASE_RETRY_MAX);
     }
 }
 

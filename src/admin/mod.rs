@@ -25,6 +25,7 @@ pub mod sessions;
 pub mod sparkline;
 pub mod throttle;
 pub mod tls;
+pub mod waiting;
 
 use std::net::TcpListener;
 use std::sync::Arc;

@@ -100,6 +100,12 @@ pub struct RewindArgs {
     /// Show what would move, change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// While the group still has members, look again every second for this long (e.g. `60s`)
+    /// before refusing: members just stopped, or a static member the coordinator keeps until
+    /// its session timeout. Default: refuse at once.
+    #[arg(long, value_name = "DURATION", default_value = "0s",
+          value_parser = super::parse_duration)]
+    pub wait: std::time::Duration,
     /// PostgreSQL URL of the service's own database: the rewind is recorded in its audit
     /// table (admin_actions). Not needed with --dry-run.
     #[arg(long = key::DATABASE_URL.long, env = key::DATABASE_URL.env, hide_env_values = true,
@@ -124,6 +130,8 @@ pub struct RewindSettings {
     /// `None`: every partition of the topic.
     pub partitions: Option<Vec<i32>>,
     pub dry_run: bool,
+    /// How long a group that still has members is waited for (zero: refused at once).
+    pub wait: std::time::Duration,
     /// Required unless `dry_run`.
     pub database: Option<DatabaseSettings>,
     pub json: bool,
@@ -163,6 +171,7 @@ impl RewindSettings {
             to,
             partitions,
             dry_run: args.dry_run,
+            wait: args.wait,
             database,
             json: args.json,
         })

@@ -14,7 +14,7 @@ pub mod session;
 pub mod sqlstate;
 
 pub use contract::{InboxRepository, Origin, Processed, process_history_once};
-pub use migrate::{MigrateError, migrate, migrate_pool};
+pub use migrate::{MigrateError, MigrationReport, migrate, migrate_pool};
 pub use postgres::{PgInbox, PgInboxError};
 pub use session::Session;
 pub use sqlstate::{ErrorClass, Step};

@@ -49,6 +49,38 @@ pub fn consumer_config(kafka: &KafkaSettings, client_id: &str, prefetch: Prefetc
         // fetch.queue.backoff.ms (1 s by default): far too long once its actor has room.
         .set("fetch.wait.max.ms", "100")
         .set("fetch.queue.backoff.ms", "10");
+    if let Some(name) = &kafka.group_instance_id {
+        config.set(crate::config::GROUP_INSTANCE_PROPERTY, name);
+    }
     kafka.options.apply_to(&mut config);
     config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_static_member_gets_its_group_instance_id() {
+        let mut kafka = crate::config::KafkaSettings {
+            brokers: "b:9092".into(),
+            topic: "t".into(),
+            group: "g".into(),
+            group_instance_id: None,
+            options: Default::default(),
+        };
+        let prefetch = Prefetch {
+            records: 1,
+            kbytes: 1,
+        };
+        assert_eq!(
+            consumer_config(&kafka, "c", prefetch).get("group.instance.id"),
+            None
+        );
+        kafka.group_instance_id = Some("history-0".into());
+        assert_eq!(
+            consumer_config(&kafka, "c", prefetch).get("group.instance.id"),
+            Some("history-0")
+        );
+    }
 }

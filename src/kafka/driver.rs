@@ -33,7 +33,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::commits::{CommitLedger, CommitQueue};
-use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
+use super::context::{KafkaContext, Rebalance, acknowledge, member_id, pending_events};
 use super::queue::Polled;
 use crate::actors::messages::{
     Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, FetchTrouble,
@@ -51,6 +51,8 @@ type PartitionQueue = super::queue::PartitionQueue<KafkaContext>;
 /// How long the loop sleeps when nothing wakes it (a safety net: librdkafka's wake-ups and
 /// the actors' requests normally end the sleep at once).
 const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// The most main-queue events served in one turn of the loop.
+const MAIN_QUEUE_EVENTS_PER_TURN: usize = 10_000;
 /// The least time between two looks at the consumer's positions.
 const POSITION_CHECK_EVERY: Duration = Duration::from_millis(20);
 /// How long a revoke waits for the commit in flight and then for the final commit.
@@ -59,6 +61,11 @@ const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
 const START_OFFSETS_TIMEOUT: Duration = Duration::from_secs(5);
 /// A commit without an answer for this long is reported in the log.
 const SLOW_COMMIT: Duration = Duration::from_secs(30);
+/// How long a member that gave up its partitions waits for librdkafka to leave the group
+/// before the consumer is closed anyway (see [`Driver::finished`]).
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the loop sleeps while leaving: nothing wakes it when librdkafka leaves.
+const LEAVING_WAIT: Duration = Duration::from_millis(10);
 
 /// Where the driver thread reports to.
 pub struct DriverPorts {
@@ -87,6 +94,10 @@ pub struct DriverSettings {
     pub shutdown_deadline: Duration,
     /// What a partition whose position left its log does (`--offset-reset-policy`).
     pub reset_policy: ResetPolicy,
+    /// A static member (`group.instance.id`): on shutdown it gives its partitions up itself
+    /// and closes without leaving the group, so that the same member restarted within the
+    /// session timeout gets them back without a rebalance.
+    pub static_member: bool,
 }
 
 /// Starts the driver thread. It owns the consumer and closes it on its way out, after the
@@ -124,10 +135,12 @@ pub fn spawn_driver(
                 ledger: CommitLedger::new(),
                 commit_queue,
                 closing_since: None,
+                drained_since: None,
                 positions_checked: Instant::now(),
                 panic_on_first_record: panic_on_first_record(),
                 fail_next_rewind: rewind::fail_first_rewind(),
                 deferred: Vec::new(),
+                fatal: None,
             };
             // A panic must not leave the process waiting for a driver that is gone: it is
             // reported at once (the service then exits with an error), and the consumer is
@@ -141,11 +154,19 @@ pub fn spawn_driver(
                     error: Some(format!("the kafka driver thread panicked: {text}")),
                 });
             }
+            // A fatal error: reported before the close, which may not get far.
+            let fatal = driver.fatal.take();
+            if let Some(error) = &fatal {
+                stopped.do_send(DriverStopped {
+                    error: Some(error.clone()),
+                });
+            }
+            let failed = panicked.is_some() || fatal.is_some();
             driver.close();
             drop(driver);
             // The last reference: closing the consumer blocks, which is fine on this thread.
             drop(consumer);
-            if panicked.is_none() {
+            if !failed {
                 stopped.do_send(DriverStopped { error: None });
             }
         })
@@ -165,6 +186,25 @@ pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 /// driver thread panics as it is about to hand the first record to a partition actor. Read
 /// once, when the driver thread starts; release builds ignore it.
 pub const TEST_DRIVER_PANIC: &str = "HISTORY_TEST_DRIVER_PANIC";
+
+/// A fault for the tests of the binary, in debug builds only: with
+/// `HISTORY_TEST_KAFKA_FATAL=fenced` the driver has librdkafka raise the fatal error a fenced
+/// static member gets (`rd_kafka_test_fatal_error`, librdkafka's own test hook) as it starts.
+pub const TEST_KAFKA_FATAL: &str = "HISTORY_TEST_KAFKA_FATAL";
+
+fn test_fatal_error(consumer: &Consumer_) {
+    if cfg!(debug_assertions) && std::env::var(TEST_KAFKA_FATAL).is_ok_and(|v| v == "fenced") {
+        let reason = std::ffi::CString::new("test: fenced by another instance").expect("no NUL");
+        // SAFETY: a valid client handle and a NUL-terminated string that outlives the call.
+        unsafe {
+            rdkafka::bindings::rd_kafka_test_fatal_error(
+                consumer.client().native_ptr(),
+                rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID,
+                reason.as_ptr(),
+            );
+        }
+    }
+}
 
 fn panic_on_first_record() -> bool {
     cfg!(debug_assertions)
@@ -210,6 +250,8 @@ struct Driver {
     ledger: CommitLedger,
     commit_queue: CommitQueue,
     closing_since: Option<Instant>,
+    /// While closing: since when no partition is held any more.
+    drained_since: Option<Instant>,
     positions_checked: Instant,
     /// See [`TEST_DRIVER_PANIC`].
     panic_on_first_record: bool,
@@ -217,13 +259,25 @@ struct Driver {
     fail_next_rewind: bool,
     /// Restarts of partitions' fetching for the next turn of the loop (see [`reset`]).
     deferred: Vec<reset::Deferred>,
+    /// librdkafka's fatal error, once it raised one: the consumer is unusable and the loop ends.
+    fatal: Option<String>,
 }
 
 impl Driver {
     fn run(&mut self) {
+        test_fatal_error(&self.consumer);
         loop {
             self.serve_main_queue();
             self.run_deferred();
+            // A fatal error (a static member fenced by another process with its
+            // group.instance.id, say) leaves a consumer that will never fetch or commit again:
+            // stop, and the process exits with the error instead of idling unready for ever.
+            if let Some((code, reason)) = self.consumer.client().fatal_error() {
+                let error = format!("librdkafka raised a fatal error: {reason} ({code:?})");
+                tracing::error!(error = %error, "the kafka consumer cannot go on; stopping");
+                self.fatal = Some(error);
+                return;
+            }
             self.collect_commit_answers(Duration::ZERO);
             while let Ok(request) = self.requests.try_recv() {
                 self.handle(request);
@@ -235,10 +289,12 @@ impl Driver {
                 return;
             }
             // Restarts noted in this turn are carried out in the next, at once.
-            let wait = if self.deferred.is_empty() {
-                IDLE_WAIT
-            } else {
+            let wait = if !self.deferred.is_empty() {
                 Duration::ZERO
+            } else if self.closing_since.is_some() {
+                LEAVING_WAIT
+            } else {
+                IDLE_WAIT
             };
             match self.requests.recv_timeout(wait) {
                 Ok(request) => self.handle(request),
@@ -283,25 +339,64 @@ impl Driver {
 
     fn begin_closing(&mut self) {
         if self.closing_since.is_none() {
-            tracing::info!("leaving the group");
             self.closing_since = Some(Instant::now());
-            // librdkafka revokes the assignment through the usual rebalance path.
-            self.consumer.unsubscribe();
-        }
-    }
-
-    fn finished(&self) -> bool {
-        match self.closing_since {
-            None => false,
-            Some(since) => {
-                self.readers.is_empty() || since.elapsed() > self.settings.shutdown_deadline
+            if self.settings.static_member {
+                // An unsubscribe would send a LeaveGroup naming the instance, and the
+                // coordinator would hand its partitions to the others at once. Instead the
+                // partitions are drained and their final positions committed here, and the
+                // consumer is closed still subscribed: librdkafka sends no LeaveGroup for a
+                // static member that terminates (KIP-345), and the coordinator keeps the
+                // member (and its partitions) until session.timeout.ms.
+                tracing::info!("stopping as a static member: the group keeps its partitions");
+                let partitions: Vec<i32> = self.readers.keys().copied().collect();
+                self.revoke(&partitions, false);
+            } else {
+                tracing::info!("leaving the group");
+                // librdkafka revokes the assignment through the usual rebalance path.
+                self.consumer.unsubscribe();
             }
         }
     }
 
+    /// Whether the consumer may be closed: every partition was given up and librdkafka has
+    /// left the group (or a deadline passed).
+    ///
+    /// librdkafka 2.12 (classic protocol, cooperative assignor) sends the LeaveGroup of an
+    /// unsubscribe only once the incremental unassign it started is complete; a consumer
+    /// closed before that takes the terminate path of `rd_kafka_cgrp_incr_unassign_done`,
+    /// which never leaves. The member then stays in the group until the coordinator expires
+    /// it (tansu 0.6 only does so when another member talks to it), so closing waits for
+    /// librdkafka to clear the member id, which it does as it sends the LeaveGroup.
+    fn finished(&mut self) -> bool {
+        let Some(since) = self.closing_since else {
+            return false;
+        };
+        if !self.readers.is_empty() {
+            return since.elapsed() > self.settings.shutdown_deadline;
+        }
+        if self.settings.static_member {
+            return true;
+        }
+        let drained_since = *self.drained_since.get_or_insert_with(Instant::now);
+        if member_id(&self.consumer).is_none() {
+            tracing::debug!(waited = ?drained_since.elapsed(), "group left");
+            return true;
+        }
+        if drained_since.elapsed() > LEAVE_TIMEOUT {
+            tracing::warn!(
+                timeout = ?LEAVE_TIMEOUT,
+                "librdkafka did not leave the group in time; closing anyway: the coordinator \
+                 keeps the member until session.timeout.ms"
+            );
+            return true;
+        }
+        false
+    }
+
     /// Polls the main queue until it is empty, carrying out every rebalance it delivers.
     fn serve_main_queue(&mut self) {
-        loop {
+        // Bounded, so that an event the poll leaves in the queue cannot make this spin.
+        for _ in 0..MAIN_QUEUE_EVENTS_PER_TURN {
             match self.consumer.poll(Duration::ZERO) {
                 Some(Ok(message)) => {
                     // Every assigned partition has its own queue; this is a partition the
@@ -325,7 +420,12 @@ impl Driver {
                 }
                 None => {
                     let rebalances = self.consumer.context().take_rebalances();
-                    if rebalances.is_empty() {
+                    // `None` also follows an event served inside the poll (statistics, a log
+                    // line): the queue wakes the loop only when it turns non-empty, so what
+                    // is left must be served now, or it waits for the next wake-up, one event
+                    // per wake-up (with librdkafka's debug logs on, a rebalance waited
+                    // seconds behind them).
+                    if rebalances.is_empty() && pending_events(&self.consumer) == 0 {
                         return;
                     }
                     for rebalance in rebalances {

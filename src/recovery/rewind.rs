@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -38,8 +39,8 @@ pub enum RewindError {
     Group(#[from] GroupError),
     #[error(
         "refusing to rewind group {group}: it has active members ({who}); stop every member \
-         first, as Kafka's own reset tool requires, or rewind a running member's partitions \
-         from its admin UI"
+         first, as Kafka's own reset tool requires (--wait DURATION waits for members that are \
+         still leaving), or rewind a running member's partitions from its admin UI"
     )]
     Active { group: String, who: String },
     #[error(
@@ -168,6 +169,9 @@ impl RewindReport {
     }
 }
 
+/// How often `--wait` looks at the group again.
+const WAIT_POLL: Duration = Duration::from_secs(1);
+
 /// Rewinds the group as `settings` say.
 pub async fn run(settings: &RewindSettings) -> Result<RewindReport, RewindError> {
     // The audit table is checked before anything moves.
@@ -183,10 +187,30 @@ pub async fn run(settings: &RewindSettings) -> Result<RewindReport, RewindError>
         }
         _ => None,
     };
-    let planned = settings.clone();
-    let report = tokio::task::spawn_blocking(move || plan_and_commit(&planned))
-        .await
-        .map_err(RewindError::Thread)??;
+    let deadline = std::time::Instant::now() + settings.wait;
+    let mut said = None;
+    let report = loop {
+        let planned = settings.clone();
+        let result = tokio::task::spawn_blocking(move || plan_and_commit(&planned))
+            .await
+            .map_err(RewindError::Thread)?;
+        match result {
+            Err(RewindError::Active { who, .. }) if std::time::Instant::now() < deadline => {
+                if said.as_ref() != Some(&who) {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    tracing::info!(
+                        group = %settings.group,
+                        members = %who,
+                        left = %humantime::format_duration(Duration::from_secs(left.as_secs())),
+                        "the group still has members; waiting (--wait)"
+                    );
+                    said = Some(who);
+                }
+                tokio::time::sleep(WAIT_POLL).await;
+            }
+            other => break other?,
+        }
+    };
     if let (Some(pool), true) = (pool, report.committed) {
         audit::record(&pool, &actor(), &report.audit_rows())
             .await

@@ -368,3 +368,31 @@ fn an_unknown_librdkafka_property_fails_at_start_naming_it() {
         "{stderr}"
     );
 }
+
+/// librdkafka's fatal error (what a static member fenced by another process with its
+/// `--group-instance-id` gets from Kafka; tansu does not fence, so librdkafka's own test hook
+/// raises it here) ends the process with a non-zero status naming it, instead of leaving a
+/// consumer that will never fetch again idling for ever.
+#[actix_web::test]
+async fn a_fatal_kafka_error_ends_the_process_with_a_non_zero_status_naming_it() {
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let mut service = ServiceProcess::spawn_with_env(
+        &db.url,
+        &kafka.brokers,
+        &kafka.topic,
+        &unique_name("group"),
+        &["--group-instance-id", "history-0"],
+        &[(history_consumer::kafka::driver::TEST_KAFKA_FATAL, "fenced")],
+    );
+    let code = service.wait_exit(Duration::from_secs(30)).await;
+    assert!(
+        code.is_some_and(|code| code != 0),
+        "exits with a non-zero status, not by a signal: {code:?}"
+    );
+    let log = std::fs::read_to_string(&service.log).expect("the log");
+    assert!(
+        log.contains("librdkafka raised a fatal error") && log.contains("fenced"),
+        "the error is named: {log}"
+    );
+}

@@ -18,7 +18,15 @@ pub struct Proxy {
 impl Proxy {
     /// Proxies `127.0.0.1:<new port>` to `upstream` (host:port).
     pub async fn start(upstream: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy port");
+        Proxy::start_on(0, upstream).await
+    }
+
+    /// The same on `127.0.0.1:port` (0: a new port): a server that comes up where a client
+    /// was told to look.
+    pub async fn start_on(port: u16, upstream: String) -> Proxy {
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("proxy port");
         let port = listener.local_addr().unwrap().port();
         let (hold, _) = watch::channel(false);
         let hold = Arc::new(hold);
