@@ -257,6 +257,7 @@ impl Application {
             DriverSettings {
                 initial_credit: runtime.partition_queue,
                 shutdown_deadline,
+                static_member: self.settings.kafka.group_instance_id.is_some(),
             },
         )
         .map_err(StartupError::Thread)?;

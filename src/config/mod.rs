@@ -75,6 +75,13 @@ impl MigrateArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
+    /// Static group membership (librdkafka's `group.instance.id`): this member's stable name,
+    /// unique in the group, e.g. a StatefulSet pod's name. A member restarted within
+    /// session.timeout.ms gets its partitions back without a rebalance; on shutdown it
+    /// commits and stops without leaving the group.
+    #[arg(long = key::GROUP_INSTANCE_ID.long, env = key::GROUP_INSTANCE_ID.env,
+          value_name = "NAME")]
+    pub group_instance_id: Option<String>,
     /// PostgreSQL URL of the service's own database, e.g. postgres://user:pw@host/history or
     /// `host=db dbname=history sslmode=verify-full sslrootcert=/ca.crt` (libpq's keys and
     /// meaning; docs/postgres-tls.md).
@@ -204,6 +211,9 @@ pub struct KafkaSettings {
     pub brokers: String,
     pub topic: String,
     pub group: String,
+    /// Static membership: this member's `group.instance.id` (`--group-instance-id`, or the
+    /// property given as a `--kafka-option` or in the config file).
+    pub group_instance_id: Option<String>,
     /// The operator's librdkafka properties (config file, security flags, `--kafka-option`s),
     /// applied over the service's defaults.
     pub options: KafkaProperties,
@@ -217,6 +227,10 @@ impl KafkaArgs {
             brokers: connection.brokers,
             topic: self.topic,
             group: self.group,
+            group_instance_id: connection
+                .properties
+                .get(GROUP_INSTANCE_PROPERTY)
+                .map(str::to_owned),
             options: connection.properties,
         })
     }
@@ -338,6 +352,33 @@ fn not_empty(value: &str, key: Key) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// librdkafka's name of the static member's id.
+pub const GROUP_INSTANCE_PROPERTY: &str = "group.instance.id";
+
+/// A group instance id the brokers accept: what Kafka checks in a JoinGroup (at most 249
+/// characters of `a-z A-Z 0-9 . _ -`), so a wrong one stops the start instead of every join.
+pub fn check_group_instance_id(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() {
+        return Err(ConfigError::at(key::GROUP_INSTANCE_ID, "must not be empty"));
+    }
+    if name.len() > 249 {
+        return Err(ConfigError::at(
+            key::GROUP_INSTANCE_ID,
+            format!("{} characters: Kafka allows at most 249", name.len()),
+        ));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(ConfigError::at(
+            key::GROUP_INSTANCE_ID,
+            format!("{name:?} holds {bad:?}: Kafka allows only letters, digits, '.', '_' and '-'"),
+        ));
+    }
+    Ok(())
+}
+
 /// A duration as errors show it.
 fn shown(duration: Duration) -> humantime::FormattedDuration {
     humantime::format_duration(duration)
@@ -346,7 +387,22 @@ fn shown(duration: Duration) -> humantime::FormattedDuration {
 impl Settings {
     /// Builds and checks the settings of `run`.
     pub fn from_run_args(args: RunArgs) -> Result<Settings, ConfigError> {
-        let kafka = args.kafka.resolve()?;
+        let mut kafka = args.kafka.resolve()?;
+        if let Some(name) = args.group_instance_id {
+            if kafka.group_instance_id.is_some() {
+                return Err(ConfigError::at(
+                    key::GROUP_INSTANCE_ID,
+                    format!(
+                        "given twice: also as the librdkafka property {GROUP_INSTANCE_PROPERTY} \
+                         (a --kafka-option or the config file); keep one"
+                    ),
+                ));
+            }
+            kafka.group_instance_id = Some(name);
+        }
+        if let Some(name) = &kafka.group_instance_id {
+            check_group_instance_id(name)?;
+        }
         let settings = Settings {
             kafka,
             database: DatabaseSettings::from_flags(
@@ -606,6 +662,54 @@ mod tests {
             error.contains("--kafka-option no.such.property") && error.contains("no such property"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_group_instance_id_makes_a_static_member_from_the_flag_or_the_property() {
+        assert_eq!(run_args(&[]).unwrap().kafka.group_instance_id, None);
+        let flag = run_args(&["--group-instance-id", "history-0"]).unwrap();
+        assert_eq!(flag.kafka.group_instance_id.as_deref(), Some("history-0"));
+        let config = crate::kafka::client::consumer_config(
+            &flag.kafka,
+            "c",
+            crate::kafka::client::Prefetch {
+                records: 1,
+                kbytes: 1,
+            },
+        );
+        assert_eq!(config.get("group.instance.id"), Some("history-0"));
+        let property = run_args(&["--kafka-option", "group.instance.id=history-1"]).unwrap();
+        assert_eq!(
+            property.kafka.group_instance_id.as_deref(),
+            Some("history-1")
+        );
+    }
+
+    #[test]
+    fn a_bad_group_instance_id_names_the_flag() {
+        let long = "a".repeat(250);
+        let cases: [(&[&str], &str); 4] = [
+            (&["--group-instance-id", ""], "must not be empty"),
+            (&["--group-instance-id", "pod/0"], "holds '/'"),
+            (&["--group-instance-id", &long], "at most 249"),
+            (
+                &[
+                    "--group-instance-id",
+                    "a",
+                    "--kafka-option",
+                    "group.instance.id=b",
+                ],
+                "given twice",
+            ),
+        ];
+        for (argv, expected) in cases {
+            let error = run_args(argv).unwrap_err();
+            assert!(
+                error.contains("--group-instance-id / HISTORY_KAFKA_GROUP_INSTANCE_ID")
+                    && error.contains(expected),
+                "{argv:?}: {error}"
+            );
+        }
     }
 
     #[test]

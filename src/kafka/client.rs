@@ -45,6 +45,9 @@ pub fn consumer_config(kafka: &KafkaSettings, client_id: &str, prefetch: Prefetc
         // fetch.queue.backoff.ms (1 s by default): far too long once its actor has room.
         .set("fetch.wait.max.ms", "100")
         .set("fetch.queue.backoff.ms", "10");
+    if let Some(name) = &kafka.group_instance_id {
+        config.set(crate::config::GROUP_INSTANCE_PROPERTY, name);
+    }
     kafka.options.apply_to(&mut config);
     config
 }

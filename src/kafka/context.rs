@@ -176,6 +176,24 @@ impl ConsumerContext for KafkaContext {
     }
 }
 
+/// Events waiting on the consumer's main queue (rebalances, statistics, errors, logs).
+///
+/// rust-rdkafka's `poll` answers `None` both when the queue is empty and when it served one
+/// event that is not a record; this tells the two apart.
+pub fn pending_events<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> usize {
+    // SAFETY: rd_kafka_queue_get_consumer returns a new reference to the consumer queue (or
+    // null for a client that is not a group member), released with rd_kafka_queue_destroy.
+    unsafe {
+        let queue = rdkafka::bindings::rd_kafka_queue_get_consumer(consumer.client().native_ptr());
+        if queue.is_null() {
+            return 0;
+        }
+        let length = rdkafka::bindings::rd_kafka_queue_length(queue);
+        rdkafka::bindings::rd_kafka_queue_destroy(queue);
+        length
+    }
+}
+
 /// The member id the coordinator gave this consumer (not exposed by rust-rdkafka).
 pub fn member_id<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> Option<String> {
     // SAFETY: rd_kafka_memberid returns a string we own (or null), freed with rd_kafka_mem_free.

@@ -31,7 +31,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::commits::{CommitLedger, CommitQueue};
-use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
+use super::context::{KafkaContext, Rebalance, acknowledge, member_id, pending_events};
 use super::queue::Polled;
 use crate::actors::messages::{
     Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, FetchTrouble,
@@ -48,12 +48,19 @@ type PartitionQueue = super::queue::PartitionQueue<KafkaContext>;
 /// How long the loop sleeps when nothing wakes it (a safety net: librdkafka's wake-ups and
 /// the actors' requests normally end the sleep at once).
 const IDLE_WAIT: Duration = Duration::from_millis(100);
+/// The most main-queue events served in one turn of the loop.
+const MAIN_QUEUE_EVENTS_PER_TURN: usize = 10_000;
 /// The least time between two looks at the consumer's positions.
 const POSITION_CHECK_EVERY: Duration = Duration::from_millis(20);
 /// How long a revoke waits for the commit in flight and then for the final commit.
 const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A commit without an answer for this long is reported in the log.
 const SLOW_COMMIT: Duration = Duration::from_secs(30);
+/// How long a member that gave up its partitions waits for librdkafka to leave the group
+/// before the consumer is closed anyway (see [`Driver::finished`]).
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the loop sleeps while leaving: nothing wakes it when librdkafka leaves.
+const LEAVING_WAIT: Duration = Duration::from_millis(10);
 
 /// Where the driver thread reports to.
 pub struct DriverPorts {
@@ -77,6 +84,10 @@ pub struct DriverSettings {
     pub initial_credit: usize,
     /// How long leaving the group may take before the consumer is closed anyway.
     pub shutdown_deadline: Duration,
+    /// A static member (`group.instance.id`): on shutdown it gives its partitions up itself
+    /// and closes without leaving the group, so that the same member restarted within the
+    /// session timeout gets them back without a rebalance.
+    pub static_member: bool,
 }
 
 /// Starts the driver thread. It owns the consumer and closes it on its way out, after the
@@ -114,6 +125,7 @@ pub fn spawn_driver(
                 ledger: CommitLedger::new(),
                 commit_queue,
                 closing_since: None,
+                drained_since: None,
                 positions_checked: Instant::now(),
                 panic_on_first_record: panic_on_first_record(),
             };
@@ -195,6 +207,8 @@ struct Driver {
     ledger: CommitLedger,
     commit_queue: CommitQueue,
     closing_since: Option<Instant>,
+    /// While closing: since when no partition is held any more.
+    drained_since: Option<Instant>,
     positions_checked: Instant,
     /// See [`TEST_DRIVER_PANIC`].
     panic_on_first_record: bool,
@@ -214,7 +228,11 @@ impl Driver {
             if self.finished() {
                 return;
             }
-            match self.requests.recv_timeout(IDLE_WAIT) {
+            let wait = match self.closing_since {
+                Some(_) => LEAVING_WAIT,
+                None => IDLE_WAIT,
+            };
+            match self.requests.recv_timeout(wait) {
                 Ok(request) => self.handle(request),
                 Err(RecvTimeoutError::Timeout) => {}
                 // Every sender is gone: nobody is left to process records.
@@ -248,25 +266,64 @@ impl Driver {
 
     fn begin_closing(&mut self) {
         if self.closing_since.is_none() {
-            tracing::info!("leaving the group");
             self.closing_since = Some(Instant::now());
-            // librdkafka revokes the assignment through the usual rebalance path.
-            self.consumer.unsubscribe();
-        }
-    }
-
-    fn finished(&self) -> bool {
-        match self.closing_since {
-            None => false,
-            Some(since) => {
-                self.readers.is_empty() || since.elapsed() > self.settings.shutdown_deadline
+            if self.settings.static_member {
+                // An unsubscribe would send a LeaveGroup naming the instance, and the
+                // coordinator would hand its partitions to the others at once. Instead the
+                // partitions are drained and their final positions committed here, and the
+                // consumer is closed still subscribed: librdkafka sends no LeaveGroup for a
+                // static member that terminates (KIP-345), and the coordinator keeps the
+                // member (and its partitions) until session.timeout.ms.
+                tracing::info!("stopping as a static member: the group keeps its partitions");
+                let partitions: Vec<i32> = self.readers.keys().copied().collect();
+                self.revoke(&partitions, false);
+            } else {
+                tracing::info!("leaving the group");
+                // librdkafka revokes the assignment through the usual rebalance path.
+                self.consumer.unsubscribe();
             }
         }
     }
 
+    /// Whether the consumer may be closed: every partition was given up and librdkafka has
+    /// left the group (or a deadline passed).
+    ///
+    /// librdkafka 2.12 (classic protocol, cooperative assignor) sends the LeaveGroup of an
+    /// unsubscribe only once the incremental unassign it started is complete; a consumer
+    /// closed before that takes the terminate path of `rd_kafka_cgrp_incr_unassign_done`,
+    /// which never leaves. The member then stays in the group until the coordinator expires
+    /// it (tansu 0.6 only does so when another member talks to it), so closing waits for
+    /// librdkafka to clear the member id, which it does as it sends the LeaveGroup.
+    fn finished(&mut self) -> bool {
+        let Some(since) = self.closing_since else {
+            return false;
+        };
+        if !self.readers.is_empty() {
+            return since.elapsed() > self.settings.shutdown_deadline;
+        }
+        if self.settings.static_member {
+            return true;
+        }
+        let drained_since = *self.drained_since.get_or_insert_with(Instant::now);
+        if member_id(&self.consumer).is_none() {
+            tracing::debug!(waited = ?drained_since.elapsed(), "group left");
+            return true;
+        }
+        if drained_since.elapsed() > LEAVE_TIMEOUT {
+            tracing::warn!(
+                timeout = ?LEAVE_TIMEOUT,
+                "librdkafka did not leave the group in time; closing anyway: the coordinator \
+                 keeps the member until session.timeout.ms"
+            );
+            return true;
+        }
+        false
+    }
+
     /// Polls the main queue until it is empty, carrying out every rebalance it delivers.
     fn serve_main_queue(&mut self) {
-        loop {
+        // Bounded, so that an event the poll leaves in the queue cannot make this spin.
+        for _ in 0..MAIN_QUEUE_EVENTS_PER_TURN {
             match self.consumer.poll(Duration::ZERO) {
                 Some(Ok(message)) => {
                     // Every assigned partition has its own queue; this is a partition the
@@ -290,7 +347,12 @@ impl Driver {
                 }
                 None => {
                     let rebalances = self.consumer.context().take_rebalances();
-                    if rebalances.is_empty() {
+                    // `None` also follows an event served inside the poll (statistics, a log
+                    // line): the queue wakes the loop only when it turns non-empty, so what
+                    // is left must be served now, or it waits for the next wake-up, one event
+                    // per wake-up (with librdkafka's debug logs on, a rebalance waited
+                    // seconds behind them).
+                    if rebalances.is_empty() && pending_events(&self.consumer) == 0 {
                         return;
                     }
                     for rebalance in rebalances {

@@ -42,6 +42,7 @@ pub fn settings(brokers: &str, topic: &str, database_url: &str, batch_size: usiz
             brokers: brokers.to_owned(),
             topic: topic.to_owned(),
             group: format!("bench-{:08x}", rand::random::<u32>()),
+            group_instance_id: None,
             // The mock cluster waits session.timeout.ms - 1 s before it completes a rebalance,
             // and answers a fetch that finds no records only after fetch.wait.max.ms, even when
             // records arrive meanwhile (a real broker answers as soon as they do): with the

@@ -174,6 +174,7 @@ impl Topic {
             brokers: self.kafka.brokers.clone(),
             topic: self.name.clone(),
             group: format!("bench-raw-{:08x}", rand::random::<u32>()),
+            group_instance_id: None,
             options: Default::default(),
         };
         let ends = ends.to_vec();

@@ -167,6 +167,7 @@ fn demo_settings(
             brokers: brokers.to_owned(),
             topic: TOPIC.to_owned(),
             group: "history-demo".to_owned(),
+            group_instance_id: None,
             // The mock cluster waits session.timeout.ms - 1 s before it completes a rebalance.
             options: vec![
                 ("session.timeout.ms".into(), "6000".into()),

@@ -29,6 +29,7 @@ pub fn test_settings(db_url: &str, kafka: &TestKafka, group: &str) -> Settings {
             brokers: kafka.brokers.clone(),
             topic: kafka.topic.clone(),
             group: group.to_owned(),
+            group_instance_id: None,
             options: [
                 ("session.timeout.ms".into(), "6000".into()),
                 ("heartbeat.interval.ms".into(), "500".into()),
