@@ -28,8 +28,7 @@ pub const LOG: Key = Key::new("log", "HISTORY_LOG");
 pub const BROKERS: Key = Key::new("brokers", "HISTORY_KAFKA_BROKERS");
 pub const TOPIC: Key = Key::new("topic", "HISTORY_KAFKA_TOPIC");
 pub const GROUP: Key = Key::new("group", "HISTORY_KAFKA_GROUP");
-pub const GROUP_INSTANCE_ID: Key =
-    Key::new("group-instance-id", "HISTORY_KAFKA_GROUP_INSTANCE_ID");
+pub const GROUP_INSTANCE_ID: Key = Key::new("group-instance-id", "HISTORY_KAFKA_GROUP_INSTANCE_ID");
 pub const KAFKA_CONFIG_FILE: Key = Key::new("kafka-config-file", "HISTORY_KAFKA_CONFIG_FILE");
 pub const KAFKA_SECURITY_PROTOCOL: Key =
     Key::new("kafka-security-protocol", "HISTORY_KAFKA_SECURITY_PROTOCOL");
