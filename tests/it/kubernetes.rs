@@ -6,7 +6,9 @@
 //! the dashboard; every flag and variable given to the consumer is one `run` knows; and what
 //! the issue asks of the objects (probes, stop budget, secrets as files, disruption budget,
 //! who reaches the metrics port, autoscaling capped at the partitions) holds in the rendered
-//! output, not only in the files.
+//! output, not only in the files. Last, the binary is started with the rendered arguments and
+//! environment, as the kubelet would: its probes answer and SIGTERM ends it within the grace
+//! period.
 //!
 //! The validators come from PyPI into target/tools/kube-venv (scripts/install-deps); kubectl
 //! comes with the machine image; promtool with Debian's `prometheus`. Without them these tests
@@ -873,4 +875,197 @@ fn the_autoscalers_follow_the_lag_capped_at_the_partitions_and_ignore_stuck_part
         str_at(recorded, "/spec/groups/0/rules/0/expr").contains("history_partition_stuck"),
         "stuck partitions are left out"
     );
+}
+
+// ----- the member as the manifest starts it ---------------------------------------------------
+
+/// A self-signed certificate authority in PEM, made with the openssl command.
+fn certificate_authority(path: &Path) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut openssl = tool("openssl", "openssl");
+    openssl
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:P-256", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=history-consumer test CA", "-keyout"])
+        .arg(dir.path().join("ca.key"))
+        .arg("-out")
+        .arg(path);
+    run_ok(openssl, "openssl req -x509");
+}
+
+/// The binary started with the example overlay's arguments and environment, as the kubelet
+/// starts the container (only what points outside the test is replaced: brokers, database and
+/// topic by the test's own, the Secret's mount by a folder of files, the listeners' host by
+/// the loopback): the settings are accepted, the probes answer on the port they name within
+/// their timeouts, and SIGTERM ends the process well within terminationGracePeriodSeconds.
+#[actix_web::test]
+async fn a_member_started_as_the_manifest_starts_it_answers_its_probes_and_stops_in_its_grace_period()
+ {
+    let objects = render(EXAMPLE);
+    let container = consumer(&objects).clone();
+    let pod = find(&objects, "StatefulSet", None)["spec"]["template"]["spec"].clone();
+    let (env, settings) = environment(&objects);
+    let db = crate::support::helpers::test_database().await;
+    // A plaintext mock broker: the manifest's SASL over TLS fails against it, which keeps the
+    // member up and not ready (a connection failure never ends the process).
+    let kafka = crate::support::kafka::TestKafka::start(2);
+
+    // The Secret's files.
+    let secrets = tempfile::tempdir().expect("a temp dir");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "secrets")
+        .map(|m| str_at(m, "/mountPath").to_owned())
+        .expect("the secrets mount");
+    std::fs::write(secrets.path().join("database-password"), "unused\n").unwrap();
+    std::fs::write(
+        secrets.path().join("kafka-sasl-password"),
+        "a-kafka-password\n",
+    )
+    .unwrap();
+    std::fs::write(
+        secrets.path().join("admin-token"),
+        "an-admin-token-of-32-characters!\n",
+    )
+    .unwrap();
+    certificate_authority(&secrets.path().join("ca.crt"));
+    let in_secrets = |value: &str| value.replace(&mount, secrets.path().to_str().unwrap());
+
+    let pod_name = "history-consumer-0";
+    let mut variables: BTreeMap<String, String> = settings
+        .iter()
+        .map(|(k, v)| (k.clone(), in_secrets(v)))
+        .collect();
+    for (name, variable) in &env {
+        let value = match variable["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+            Some("metadata.name") => pod_name.to_owned(),
+            Some(other) => panic!("{name}: a field the test does not know: {other}"),
+            None => in_secrets(str_at(variable, "/value")),
+        };
+        variables.insert(name.clone(), value);
+    }
+    variables.insert("HISTORY_KAFKA_BROKERS".into(), kafka.brokers.clone());
+    variables.insert("HISTORY_KAFKA_TOPIC".into(), kafka.topic.clone());
+    variables.insert("HISTORY_KAFKA_GROUP".into(), unique_group());
+    variables.insert("HISTORY_DATABASE_URL".into(), db.url.clone());
+    // The test database trusts local connections: no password file for it.
+    variables.remove("HISTORY_DATABASE_PASSWORD_FILE");
+
+    let metrics = format!("127.0.0.1:{}", crate::support::helpers::free_port());
+    let admin = format!("127.0.0.1:{}", crate::support::helpers::free_port());
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let a = a.as_str().unwrap();
+            if a.starts_with("--metrics-addr=") {
+                format!("--metrics-addr={metrics}")
+            } else if a.starts_with("--admin-addr=") {
+                format!("--admin-addr={admin}")
+            } else {
+                a.to_owned()
+            }
+        })
+        .collect();
+
+    let log = tempfile::NamedTempFile::new().expect("a log file");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
+    crate::support::helpers::killed_when_the_spawning_thread_ends(&mut command);
+    command
+        .env_clear()
+        .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
+        .envs(&variables)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.reopen().unwrap())
+        .stderr(log.reopen().unwrap());
+    let mut child = command.spawn().expect("start the binary");
+    let log_text = || std::fs::read_to_string(log.path()).unwrap_or_default();
+
+    // The probes, each with its own timeout, as the kubelet sends them.
+    let probe = |name: &str| {
+        let probe = &container[name];
+        let url = format!("http://{metrics}{}", str_at(probe, "/httpGet/path"));
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(u64_at(probe, "/timeoutSeconds")))
+            .build()
+            .unwrap();
+        async move {
+            client
+                .get(&url)
+                .send()
+                .await
+                .ok()
+                .map(|r| r.status().as_u16())
+        }
+    };
+    let startup = &container["startupProbe"];
+    let startup_budget = Duration::from_secs(
+        u64_at(startup, "/periodSeconds") * u64_at(startup, "/failureThreshold"),
+    );
+    // The startup probe passes (well within its budget: the database is already migrated).
+    crate::support::helpers::wait_for(
+        Duration::from_secs(60).min(startup_budget),
+        "the startup probe to pass",
+        || {
+            let exited = child.try_wait().unwrap();
+            assert!(
+                exited.is_none(),
+                "the member exited: {exited:?}\n{}",
+                log_text()
+            );
+            let answer = probe("startupProbe");
+            async move { (answer.await == Some(200)).then_some(()) }
+        },
+    )
+    .await;
+    for _ in 0..3 {
+        assert_eq!(probe("livenessProbe").await, Some(200), "{}", log_text());
+        // Answered within its timeout; not ready, since the broker cannot do SASL over TLS.
+        let ready = probe("readinessProbe").await;
+        assert!(
+            matches!(ready, Some(200 | 503)),
+            "/readyz: {ready:?}\n{}",
+            log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let text = log_text();
+    assert!(!text.contains("invalid configuration"), "{text}");
+    // Not ready for the reason an operator would be shown: the broker speaks no TLS.
+    let readyz = format!("http://{metrics}/readyz");
+    crate::support::helpers::wait_for(
+        Duration::from_secs(30),
+        "/readyz naming the Kafka connection",
+        || {
+            let readyz = readyz.clone();
+            async move {
+                let response = reqwest::get(&readyz).await.ok()?;
+                let status = response.status().as_u16();
+                let body = response.text().await.ok()?;
+                (status == 503 && body.contains("kafka_connection")).then_some(())
+            }
+        },
+    )
+    .await;
+
+    // SIGTERM, as the kubelet sends it: the member is gone long before SIGKILL would come.
+    let grace = Duration::from_secs(u64_at(&pod, "/terminationGracePeriodSeconds"));
+    let stopping = std::time::Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = crate::support::helpers::wait_for(grace, "the member to stop", || {
+        let status = child.try_wait().unwrap();
+        async move { status }
+    })
+    .await;
+    let took = stopping.elapsed();
+    assert!(status.success(), "{status:?}\n{}", log_text());
+    assert!(took < grace / 2, "the stop took {took:?}\n{}", log_text());
+}
+
+fn unique_group() -> String {
+    crate::support::helpers::unique_name("k8s-group")
 }
