@@ -543,7 +543,7 @@ fn the_members_have_probes_a_stop_budget_measured_resources_and_secrets_as_files
         // Both endpoints answer within a second: a probe waits at least that long.
         assert!(u64_at(probe, "/timeoutSeconds") >= 1, "{probe}");
     }
-    // Migrations run before the listeners open: minutes, not the liveness probe's 30 s.
+    // Migrations run at start: minutes, not the liveness probe's 30 s.
     let startup = &container["startupProbe"];
     assert!(
         u64_at(startup, "/periodSeconds") * u64_at(startup, "/failureThreshold") >= 300,
