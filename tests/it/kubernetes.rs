@@ -7,8 +7,9 @@
 //! the issue asks of the objects (probes, stop budget, secrets as files, disruption budget,
 //! who reaches the metrics port, autoscaling capped at the partitions) holds in the rendered
 //! output, not only in the files. Last, the binary is started with the rendered arguments and
-//! environment, as the kubelet would: its probes answer and SIGTERM ends it within the grace
-//! period.
+//! environment, as the kubelet would: its probes answer, it stores every event as the static
+//! member named after its pod (on the mock and on tansu), and SIGTERM ends it within the grace
+//! period with the end of every partition committed.
 //!
 //! The validators come from PyPI into target/tools/kube-venv (scripts/install-deps); kubectl
 //! comes with the machine image; promtool with Debian's `prometheus`. Without them these tests
@@ -894,150 +895,218 @@ fn certificate_authority(path: &Path) {
 }
 
 /// The binary started with the example overlay's arguments and environment, as the kubelet
-/// starts the container (only what points outside the test is replaced: brokers, database and
-/// topic by the test's own, the Secret's mount by a folder of files, the listeners' host by
-/// the loopback): the settings are accepted, the probes answer on the port they name within
-/// their timeouts, and SIGTERM ends the process with status 0 within
-/// terminationGracePeriodSeconds.
-#[actix_web::test]
-async fn a_member_started_as_the_manifest_starts_it_answers_its_probes_and_stops_in_its_grace_period()
- {
-    let objects = render(EXAMPLE);
-    let container = consumer(&objects).clone();
-    let pod = find(&objects, "StatefulSet", None)["spec"]["template"]["spec"].clone();
-    let (env, settings) = environment(&objects);
-    let db = crate::support::helpers::test_database().await;
-    // A plaintext mock broker: the manifest's SASL over TLS fails against it, which keeps the
-    // member up and not ready (a connection failure never ends the process).
-    let kafka = crate::support::kafka::TestKafka::start(2);
+/// starts the container of `history-consumer-0`; only what points outside the test is
+/// replaced: brokers, database, topic and group by the test's own, the Secret's mount by a
+/// folder of files, the listeners' host by the loopback, and the settings in `overrides`
+/// (`None` removes one).
+struct ManifestMember {
+    child: std::process::Child,
+    container: Value,
+    grace: Duration,
+    metrics: String,
+    log: tempfile::NamedTempFile,
+    _secrets: tempfile::TempDir,
+}
 
-    // The Secret's files.
-    let secrets = tempfile::tempdir().expect("a temp dir");
-    let mount = container["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "secrets")
-        .map(|m| str_at(m, "/mountPath").to_owned())
-        .expect("the secrets mount");
-    std::fs::write(secrets.path().join("database-password"), "unused\n").unwrap();
-    std::fs::write(
-        secrets.path().join("kafka-sasl-password"),
-        "a-kafka-password\n",
-    )
-    .unwrap();
-    std::fs::write(
-        secrets.path().join("admin-token"),
-        "an-admin-token-of-32-characters!\n",
-    )
-    .unwrap();
-    certificate_authority(&secrets.path().join("ca.crt"));
-    let in_secrets = |value: &str| value.replace(&mount, secrets.path().to_str().unwrap());
+impl ManifestMember {
+    fn start(
+        database_url: &str,
+        kafka: &crate::support::kafka::TestKafka,
+        group: &str,
+        overrides: &[(&str, Option<&str>)],
+    ) -> ManifestMember {
+        let objects = render(EXAMPLE);
+        let container = consumer(&objects).clone();
+        let pod = &find(&objects, "StatefulSet", None)["spec"]["template"]["spec"];
+        let grace = Duration::from_secs(u64_at(pod, "/terminationGracePeriodSeconds"));
+        let (env, settings) = environment(&objects);
 
-    let pod_name = "history-consumer-0";
-    let mut variables: BTreeMap<String, String> = settings
-        .iter()
-        .map(|(k, v)| (k.clone(), in_secrets(v)))
-        .collect();
-    for (name, variable) in &env {
-        let value = match variable["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
-            Some("metadata.name") => pod_name.to_owned(),
-            Some(other) => panic!("{name}: a field the test does not know: {other}"),
-            None => in_secrets(str_at(variable, "/value")),
-        };
-        variables.insert(name.clone(), value);
+        // The Secret's files.
+        let secrets = tempfile::tempdir().expect("a temp dir");
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "secrets")
+            .map(|m| str_at(m, "/mountPath").to_owned())
+            .expect("the secrets mount");
+        std::fs::write(secrets.path().join("database-password"), "unused\n").unwrap();
+        std::fs::write(
+            secrets.path().join("kafka-sasl-password"),
+            "a-kafka-password\n",
+        )
+        .unwrap();
+        std::fs::write(
+            secrets.path().join("admin-token"),
+            "an-admin-token-of-32-characters!\n",
+        )
+        .unwrap();
+        certificate_authority(&secrets.path().join("ca.crt"));
+        let in_secrets = |value: &str| value.replace(&mount, secrets.path().to_str().unwrap());
+
+        let mut variables: BTreeMap<String, String> = settings
+            .iter()
+            .map(|(k, v)| (k.clone(), in_secrets(v)))
+            .collect();
+        for (name, variable) in &env {
+            let value = match variable["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                Some("metadata.name") => "history-consumer-0".to_owned(),
+                Some(other) => panic!("{name}: a field the test does not know: {other}"),
+                None => in_secrets(str_at(variable, "/value")),
+            };
+            variables.insert(name.clone(), value);
+        }
+        variables.insert("HISTORY_KAFKA_BROKERS".into(), kafka.brokers.clone());
+        variables.insert("HISTORY_KAFKA_TOPIC".into(), kafka.topic.clone());
+        variables.insert("HISTORY_KAFKA_GROUP".into(), group.to_owned());
+        variables.insert("HISTORY_DATABASE_URL".into(), database_url.to_owned());
+        // The test database trusts local connections: no password file for it.
+        variables.remove("HISTORY_DATABASE_PASSWORD_FILE");
+        for (name, value) in overrides {
+            match value {
+                Some(value) => variables.insert((*name).to_owned(), (*value).to_owned()),
+                None => variables.remove(*name),
+            };
+        }
+
+        let metrics = format!("127.0.0.1:{}", crate::support::helpers::free_port());
+        let admin = format!("127.0.0.1:{}", crate::support::helpers::free_port());
+        let args: Vec<String> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                let a = a.as_str().unwrap();
+                if a.starts_with("--metrics-addr=") {
+                    format!("--metrics-addr={metrics}")
+                } else if a.starts_with("--admin-addr=") {
+                    format!("--admin-addr={admin}")
+                } else {
+                    a.to_owned()
+                }
+            })
+            .collect();
+
+        let log = tempfile::NamedTempFile::new().expect("a log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
+        crate::support::helpers::killed_when_the_spawning_thread_ends(&mut command);
+        command
+            .env_clear()
+            .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
+            .envs(&variables)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.reopen().unwrap())
+            .stderr(log.reopen().unwrap());
+        let child = command.spawn().expect("start the binary");
+        ManifestMember {
+            child,
+            container,
+            grace,
+            metrics,
+            log,
+            _secrets: secrets,
+        }
     }
-    variables.insert("HISTORY_KAFKA_BROKERS".into(), kafka.brokers.clone());
-    variables.insert("HISTORY_KAFKA_TOPIC".into(), kafka.topic.clone());
-    variables.insert("HISTORY_KAFKA_GROUP".into(), unique_group());
-    variables.insert("HISTORY_DATABASE_URL".into(), db.url.clone());
-    // The test database trusts local connections: no password file for it.
-    variables.remove("HISTORY_DATABASE_PASSWORD_FILE");
 
-    let metrics = format!("127.0.0.1:{}", crate::support::helpers::free_port());
-    let admin = format!("127.0.0.1:{}", crate::support::helpers::free_port());
-    let args: Vec<String> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            let a = a.as_str().unwrap();
-            if a.starts_with("--metrics-addr=") {
-                format!("--metrics-addr={metrics}")
-            } else if a.starts_with("--admin-addr=") {
-                format!("--admin-addr={admin}")
-            } else {
-                a.to_owned()
-            }
-        })
-        .collect();
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
 
-    let log = tempfile::NamedTempFile::new().expect("a log file");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
-    crate::support::helpers::killed_when_the_spawning_thread_ends(&mut command);
-    command
-        .env_clear()
-        .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
-        .envs(&variables)
-        .args(&args)
-        .stdin(std::process::Stdio::null())
-        .stdout(log.reopen().unwrap())
-        .stderr(log.reopen().unwrap());
-    let mut child = command.spawn().expect("start the binary");
-    let log_text = || std::fs::read_to_string(log.path()).unwrap_or_default();
-
-    // The probes, each with its own timeout, as the kubelet sends them.
-    let probe = |name: &str| {
-        let probe = &container[name];
-        let url = format!("http://{metrics}{}", str_at(probe, "/httpGet/path"));
+    /// One probe of the container, as the kubelet sends it (with its timeout): the status, or
+    /// `None` without an answer in time.
+    async fn probe(&self, name: &str) -> Option<u16> {
+        let probe = &self.container[name];
+        let url = format!("http://{}{}", self.metrics, str_at(probe, "/httpGet/path"));
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(u64_at(probe, "/timeoutSeconds")))
             .build()
             .unwrap();
-        async move {
-            client
-                .get(&url)
-                .send()
-                .await
-                .ok()
-                .map(|r| r.status().as_u16())
-        }
-    };
-    let startup = &container["startupProbe"];
-    let startup_budget = Duration::from_secs(
-        u64_at(startup, "/periodSeconds") * u64_at(startup, "/failureThreshold"),
-    );
-    // The startup probe passes (well within its budget: the database is already migrated).
-    crate::support::helpers::wait_for(
-        Duration::from_secs(60).min(startup_budget),
-        "the startup probe to pass",
-        || {
-            let exited = child.try_wait().unwrap();
+        let response = client.get(&url).send().await.ok()?;
+        Some(response.status().as_u16())
+    }
+
+    /// Waits until the startup probe passes (the member must not exit meanwhile).
+    async fn started(&mut self) {
+        let startup = &self.container["startupProbe"];
+        let budget = Duration::from_secs(
+            u64_at(startup, "/periodSeconds") * u64_at(startup, "/failureThreshold"),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(60).min(budget);
+        loop {
+            let exited = self.child.try_wait().unwrap();
             assert!(
                 exited.is_none(),
                 "the member exited: {exited:?}\n{}",
-                log_text()
+                self.log()
             );
-            let answer = probe("startupProbe");
-            async move { (answer.await == Some(200)).then_some(()) }
-        },
-    )
-    .await;
+            if self.probe("startupProbe").await == Some(200) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the startup probe did not pass\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGTERM, as the kubelet sends it; how long the member took to exit, which it must do
+    /// with status 0 before the grace period ends (the kubelet's SIGKILL).
+    async fn terminate(&mut self) -> Duration {
+        let stopping = std::time::Instant::now();
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                stopping.elapsed() < self.grace,
+                "still running after the grace period {:?}\n{}",
+                self.grace,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let took = stopping.elapsed();
+        assert!(status.success(), "{status:?}\n{}", self.log());
+        eprintln!("SIGTERM to exit: {took:?} (grace period {:?})", self.grace);
+        took
+    }
+}
+
+/// With the manifest's settings as they are (SASL over TLS, against a plaintext mock broker
+/// here): every setting is accepted, the probes answer on the port they name within their
+/// timeouts, the member is not ready for the reason an operator would be shown, and SIGTERM
+/// ends it within terminationGracePeriodSeconds.
+#[actix_web::test]
+async fn a_member_started_as_the_manifest_starts_it_answers_its_probes_and_stops_in_its_grace_period()
+ {
+    let db = crate::support::helpers::test_database().await;
+    let kafka = crate::support::kafka::TestKafka::start(2);
+    let mut member = ManifestMember::start(&db.url, &kafka, &unique_group(), &[]);
+    member.started().await;
     for _ in 0..3 {
-        assert_eq!(probe("livenessProbe").await, Some(200), "{}", log_text());
-        // Answered within its timeout; not ready, since the broker cannot do SASL over TLS.
-        let ready = probe("readinessProbe").await;
+        assert_eq!(
+            member.probe("livenessProbe").await,
+            Some(200),
+            "{}",
+            member.log()
+        );
+        // Answered within its timeout.
+        let ready = member.probe("readinessProbe").await;
         assert!(
             matches!(ready, Some(200 | 503)),
             "/readyz: {ready:?}\n{}",
-            log_text()
+            member.log()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let text = log_text();
+    let text = member.log();
     assert!(!text.contains("invalid configuration"), "{text}");
     // Not ready for the reason an operator would be shown: the broker speaks no TLS.
-    let readyz = format!("http://{metrics}/readyz");
+    let readyz = format!("http://{}/readyz", member.metrics);
     crate::support::helpers::wait_for(
         Duration::from_secs(30),
         "/readyz naming the Kafka connection",
@@ -1052,19 +1121,71 @@ async fn a_member_started_as_the_manifest_starts_it_answers_its_probes_and_stops
         },
     )
     .await;
+    member.terminate().await;
+}
 
-    // SIGTERM, as the kubelet sends it: the member is gone before SIGKILL would come.
-    let grace = Duration::from_secs(u64_at(&pod, "/terminationGracePeriodSeconds"));
-    let stopping = std::time::Instant::now();
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = crate::support::helpers::wait_for(grace, "the member to stop", || {
-        let status = child.try_wait().unwrap();
-        async move { status }
+/// With the manifest's settings but a plaintext connection (the test brokers speak no SASL
+/// over TLS): the member joins as the static member `history-consumer-0`, becomes ready,
+/// stores every event once, and on SIGTERM drains, commits the end of every partition and
+/// exits within the grace period.
+async fn a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm(
+    broker: crate::support::kafka::Broker,
+) {
+    use crate::support::kafka::{TestKafka, produce};
+    let db = crate::support::helpers::test_database().await;
+    let kafka = TestKafka::start_on(broker, 4).await;
+    let group = unique_group();
+    let plaintext = [
+        ("HISTORY_KAFKA_SECURITY_PROTOCOL", Some("plaintext")),
+        ("HISTORY_KAFKA_SASL_MECHANISM", None),
+        ("HISTORY_KAFKA_SASL_USERNAME", None),
+        ("HISTORY_KAFKA_SASL_PASSWORD_FILE", None),
+        ("HISTORY_KAFKA_SSL_CA_FILE", None),
+    ];
+    let mut member = ManifestMember::start(&db.url, &kafka, &group, &plaintext);
+    member.started().await;
+    crate::support::helpers::wait_for(kafka.join_deadline(), "the member to be ready", || {
+        let ready = member.probe("readinessProbe");
+        async move { (ready.await == Some(200)).then_some(()) }
     })
     .await;
-    let took = stopping.elapsed();
-    assert!(status.success(), "{status:?}\n{}", log_text());
-    eprintln!("SIGTERM to exit: {took:?} (grace period {grace:?})");
+    produce(&kafka, 0..400).await;
+    crate::support::helpers::wait_for(Duration::from_secs(60), "every event stored", || async {
+        (db.scalar("SELECT count(*) FROM inbox").await == 400).then_some(())
+    })
+    .await;
+    crate::support::helpers::assert_stored_once(&db, 400).await;
+    member.terminate().await;
+    // HISTORY_KAFKA_GROUP_INSTANCE_ID from the pod name made it a static member.
+    assert!(
+        member.log().contains("stopping as a static member"),
+        "{}",
+        member.log()
+    );
+    assert_eq!(
+        kafka.committed(&group).await,
+        kafka.ends().await,
+        "the final commit reached every partition's end\n{}",
+        member.log()
+    );
+}
+
+#[actix_web::test]
+async fn a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm_on_the_mock()
+ {
+    a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm(
+        crate::support::kafka::Broker::Mock,
+    )
+    .await;
+}
+
+#[actix_web::test]
+async fn a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm_on_tansu()
+ {
+    a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm(
+        crate::support::kafka::Broker::Tansu,
+    )
+    .await;
 }
 
 fn unique_group() -> String {
