@@ -281,7 +281,7 @@ impl Application {
     pub async fn run_until_stopped(self) -> Result<(), StartupError> {
         let runtime = &self.settings.runtime;
         // The shutdown budget: every partition drains within its own deadline, in parallel.
-        let shutdown_deadline = runtime.drain_timeout * 2;
+        let shutdown_deadline = shutdown_deadline(runtime.drain_timeout);
         let driver = spawn_driver(
             self.consumer,
             self.requests,
@@ -409,6 +409,28 @@ async fn migrate_when_reachable(
         }
         delay = (delay * 2).min(DATABASE_RETRY_MAX);
     }
+}
+
+/// How long the driver waits, once asked to stop, for its partitions to be given up before it
+/// closes the consumer anyway: twice the drain timeout (every partition drains in parallel).
+fn shutdown_deadline(drain_timeout: std::time::Duration) -> std::time::Duration {
+    drain_timeout * 2
+}
+
+/// The longest a graceful stop (SIGINT/SIGTERM) takes with this `--drain-timeout`, from the
+/// signal to the process's exit but for closing librdkafka's connections: the driver's
+/// shutdown deadline (the partitions drain within it), the final commit
+/// ([`FINAL_COMMIT_TIMEOUT`](crate::kafka::driver::FINAL_COMMIT_TIMEOUT)), librdkafka leaving
+/// the group ([`LEAVE_TIMEOUT`](crate::kafka::driver::LEAVE_TIMEOUT), a dynamic member only),
+/// and the admin listeners closing ([`ADMIN_SHUTDOWN_GRACE`](admin::ADMIN_SHUTDOWN_GRACE)).
+/// Whatever kills the process after a timeout of its own (Kubernetes'
+/// terminationGracePeriodSeconds, systemd's TimeoutStopSec) must wait longer than this;
+/// `tests/it/kubernetes.rs` checks the manifests against it.
+pub fn longest_graceful_stop(drain_timeout: std::time::Duration) -> std::time::Duration {
+    shutdown_deadline(drain_timeout)
+        + crate::kafka::driver::FINAL_COMMIT_TIMEOUT
+        + crate::kafka::driver::LEAVE_TIMEOUT
+        + admin::ADMIN_SHUTDOWN_GRACE
 }
 
 /// Watches the driver thread (its own catch reports a panic of its loop; this catches one

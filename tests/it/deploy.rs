@@ -39,7 +39,7 @@ fn read(path: &str) -> String {
 // ----- external tools -------------------------------------------------------------------------
 
 /// A command for a tool these tests need, failing with what to install when it is missing.
-fn tool(name: &str, package: &str) -> Command {
+pub(crate) fn tool(name: &str, package: &str) -> Command {
     let found = std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()));
     assert!(
@@ -54,18 +54,18 @@ fn tool(name: &str, package: &str) -> Command {
 
 /// What a bounded run of a command produced; `status` is `None` when it was killed at the
 /// deadline.
-struct Ran {
-    status: Option<ExitStatus>,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ran {
+    pub(crate) status: Option<ExitStatus>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Ran {
-    fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.status.is_some_and(|s| s.success())
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
             self.status, self.stdout, self.stderr
@@ -75,7 +75,7 @@ impl Ran {
 
 /// Runs `command` to completion or kills it after `timeout`. Output goes to files, so a chatty
 /// tool cannot block on a full pipe.
-fn run_bounded(mut command: Command, timeout: Duration) -> Ran {
+pub(crate) fn run_bounded(mut command: Command, timeout: Duration) -> Ran {
     let out = tempfile::NamedTempFile::new().expect("a temp file");
     let err = tempfile::NamedTempFile::new().expect("a temp file");
     let mut child = command
@@ -103,7 +103,7 @@ fn run_bounded(mut command: Command, timeout: Duration) -> Ran {
     }
 }
 
-fn run_ok(command: Command, what: &str) -> Ran {
+pub(crate) fn run_ok(command: Command, what: &str) -> Ran {
     let ran = run_bounded(command, Duration::from_secs(60));
     assert!(ran.success(), "{what} failed: {}", ran.describe());
     ran

@@ -19,6 +19,7 @@ mod inbox;
 mod inbox_batch;
 mod kafka_connection;
 mod kafka_security;
+mod kubernetes;
 mod layout;
 mod live_rewind;
 mod logging;
