@@ -13,6 +13,7 @@ mod consumer_batching;
 mod demo;
 mod deploy;
 mod fetch;
+mod group;
 mod guard;
 mod inbox;
 mod inbox_batch;

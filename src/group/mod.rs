@@ -1,0 +1,128 @@
+//! The consumer group as one: what each member publishes about itself to the database the
+//! members share, and what any member reads back to show the whole group. Kafka assigns the
+//! partitions; nothing here coordinates them. Members share state only through the service's
+//! own PostgreSQL.
+//!
+//! Layout: [`identity`] (who this member is to the others), [`members`] (the rows and their
+//! SQL), [`publisher`] (the heartbeat).
+
+pub mod identity;
+pub mod members;
+pub mod publisher;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::Addr;
+use deadpool_postgres::Pool;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use identity::MemberIdentity;
+
+use crate::actors::Monitor;
+use crate::config::Settings;
+use crate::config::members::MemberSettings;
+use crate::db::Database;
+
+/// How long a stopping member waits for its heartbeat task to record the leave.
+const STOP_WAIT: Duration = Duration::from_secs(3);
+
+/// This member of the group: its identity, and its heartbeat once started.
+pub struct GroupMember {
+    pub member: Arc<MemberIdentity>,
+    pub settings: MemberSettings,
+    /// The consumer's pool: a heartbeat must not wait behind page loads.
+    pool: Pool,
+    /// For the connection of its own that listens for commands.
+    database: Database,
+    stop: watch::Sender<bool>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl GroupMember {
+    /// The member a service of `settings` is, on `host` with the Kafka client id `client_id`,
+    /// its admin listening on `admin_addr` (over HTTPS when `https`).
+    pub fn of_service(
+        settings: &Settings,
+        database: &Database,
+        pool: &Pool,
+        (host, client_id): (&str, &str),
+        admin_addr: SocketAddr,
+        https: bool,
+    ) -> GroupMember {
+        let members = settings.admin.members.clone();
+        let url = identity::admin_url(members.public_url.as_deref(), admin_addr, host, https);
+        let member = MemberIdentity::new(
+            &settings.kafka.group,
+            &settings.kafka.topic,
+            host,
+            client_id,
+            url,
+        );
+        GroupMember::new(member, members, pool.clone(), database.clone())
+    }
+
+    pub fn new(
+        member: MemberIdentity,
+        settings: MemberSettings,
+        pool: Pool,
+        database: Database,
+    ) -> GroupMember {
+        GroupMember {
+            member: Arc::new(member),
+            settings,
+            pool,
+            database,
+            stop: watch::channel(false).0,
+            tasks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The connection settings of the shared database.
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// The consumer's pool, as the group's own writes use it.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Starts the heartbeat (publishing what `monitor` sees). Must run inside the runtime.
+    pub fn start(&self, monitor: Addr<Monitor>) {
+        let publisher = publisher::Publisher {
+            pool: self.pool.clone(),
+            monitor,
+            member: self.member.clone(),
+            settings: self.settings.clone(),
+        };
+        let stop = self.stop.subscribe();
+        self.spawn(publisher.run(stop));
+    }
+
+    /// Runs `task` until the member stops.
+    pub fn spawn(&self, task: impl std::future::Future<Output = ()> + 'static) {
+        let handle = actix::spawn(task);
+        self.tasks.lock().expect("group tasks lock").push(handle);
+    }
+
+    /// A receiver that turns true when the member stops.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
+    /// Stops the heartbeat (recording the graceful leave) and the other tasks.
+    pub async fn stop(&self) {
+        self.stop.send_replace(true);
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.tasks.lock().expect("group tasks lock"));
+        for task in tasks {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(STOP_WAIT, task).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
