@@ -4,12 +4,18 @@
 //! own PostgreSQL.
 //!
 //! Layout: [`identity`] (who this member is to the others), [`members`] (the rows and their
-//! SQL), [`publisher`] (the heartbeat).
+//! SQL), [`publisher`] (the heartbeat), [`probe`] (the group as Kafka tells it, cached),
+//! [`status`] (a partition's status judged over a window, Burrow's way), [`view`] (all of it
+//! on one page).
 
 pub mod identity;
 pub mod members;
+pub mod probe;
 pub mod publisher;
+pub mod status;
+pub mod view;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,6 +31,9 @@ use crate::actors::Monitor;
 use crate::config::Settings;
 use crate::config::members::MemberSettings;
 use crate::db::Database;
+use crate::inbox::PgInboxError;
+use probe::{KafkaProbe, ProbeConfig};
+use view::GroupView;
 
 /// How long a stopping member waits for its heartbeat task to record the leave.
 const STOP_WAIT: Duration = Duration::from_secs(3);
@@ -37,6 +46,8 @@ pub struct GroupMember {
     pool: Pool,
     /// For the connection of its own that listens for commands.
     database: Database,
+    /// The group as Kafka tells it.
+    probe: KafkaProbe,
     stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -61,12 +72,18 @@ impl GroupMember {
             client_id,
             url,
         );
-        GroupMember::new(member, members, pool.clone(), database.clone())
+        let probe = ProbeConfig {
+            connection: settings.kafka.connection(),
+            topic: settings.kafka.topic.clone(),
+            group: settings.kafka.group.clone(),
+        };
+        GroupMember::new(member, members, probe, pool.clone(), database.clone())
     }
 
     pub fn new(
         member: MemberIdentity,
         settings: MemberSettings,
+        probe: ProbeConfig,
         pool: Pool,
         database: Database,
     ) -> GroupMember {
@@ -75,6 +92,7 @@ impl GroupMember {
             settings,
             pool,
             database,
+            probe: KafkaProbe::new(probe),
             stop: watch::channel(false).0,
             tasks: Mutex::new(Vec::new()),
         }
@@ -88,6 +106,29 @@ impl GroupMember {
     /// The consumer's pool, as the group's own writes use it.
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// The whole group: the members' rows read through `pool`, and Kafka's side (at most a
+    /// couple of seconds old).
+    pub async fn view(&self, pool: &Pool) -> Result<GroupView, PgInboxError> {
+        let rows = members::read(pool, &self.member.group, &self.member.topic).await?;
+        // Partitions a live member reports its lag in seconds for need no look-up.
+        let reported: BTreeSet<i32> = rows
+            .iter()
+            .filter(|m| m.alive(self.settings.gone_after))
+            .flat_map(|m| m.partitions.iter())
+            .filter(|p| p.lag_seconds.is_some())
+            .map(|p| p.partition)
+            .collect();
+        let kafka = self.probe.read(&reported).await;
+        Ok(view::build(&view::Inputs {
+            self_id: &self.member.id,
+            group: &self.member.group,
+            topic: &self.member.topic,
+            members: &rows,
+            kafka: &kafka,
+            gone_after: self.settings.gone_after,
+        }))
     }
 
     /// Starts the heartbeat (publishing what `monitor` sees). Must run inside the runtime.

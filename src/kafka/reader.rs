@@ -200,6 +200,44 @@ impl TopicReader {
         result.map(|()| bounds)
     }
 
+    /// Each partition's end (the offset its next record will get, as a `read_committed` reader
+    /// sees it) from the broker's fetch answer to a read from the end: unlike [`Self::bounds`],
+    /// no record before the end is fetched.
+    pub fn ends(&self, partitions: &[i32]) -> Result<BTreeMap<i32, i64>, ReaderError> {
+        let starts: Vec<(i32, Offset)> = partitions.iter().map(|&p| (p, Offset::End)).collect();
+        self.assign(&starts)?;
+        let mut ends = BTreeMap::new();
+        let mut waiting: BTreeSet<i32> = partitions.iter().copied().collect();
+        let result = self.poll_until_done(&mut waiting, |reader, event| {
+            // A record comes when the broker's answer to "where is the end" fell short of it
+            // (tansu's, after a batch of several records): the fetch answer still has the end.
+            let (partition, last) = match event {
+                Event::Record(partition, record) => (partition, Some(record.offset)),
+                Event::Eof(partition) => (partition, None),
+            };
+            let (_, high) = reader.cached_watermarks(partition);
+            let end = high.max(last.map_or(0, |o| o + 1)).max(0);
+            ends.insert(partition, end);
+            Flow::Enough
+        });
+        self.unassign();
+        result.map(|()| ends)
+    }
+
+    /// The timestamp of the first record in each range (`None`: it has none, or the record
+    /// carries no time).
+    pub fn first_times(
+        &self,
+        ranges: &BTreeMap<i32, Bounds>,
+    ) -> Result<BTreeMap<i32, Option<DateTime<Utc>>>, ReaderError> {
+        let mut found = BTreeMap::new();
+        self.read(ranges, |partition, record| {
+            found.insert(partition, record.timestamp);
+            Flow::Enough
+        })?;
+        Ok(found)
+    }
+
     /// Where the first record at or after `at` is in each partition, and how it was found.
     pub fn find_time(
         &self,

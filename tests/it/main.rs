@@ -35,3 +35,4 @@ mod remedies;
 mod resilience;
 mod schema;
 mod support;
+mod whole_group;

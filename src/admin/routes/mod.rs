@@ -3,7 +3,8 @@
 //! database that is down or slow a 503 with a generic message (the detail goes to the log) —
 //! never a 500.
 //!
-//! Layout: [`pages`] (HTML), [`session`] (sign in and out), [`actions`] (operator actions),
+//! Layout: [`pages`] (HTML), [`group`] (the whole consumer group), [`session`] (sign in and
+//! out), [`actions`] (operator actions),
 //! [`remedies`] (dead-letter a record, replay dead letters), [`rewind`] (the live rewind),
 //! [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`] (stylesheet and script); this
 //! file holds the shared plumbing and the health endpoints.
@@ -12,6 +13,7 @@ mod actions;
 mod api;
 mod assets;
 mod gate;
+mod group;
 mod pages;
 mod remedies;
 mod rewind;
@@ -63,6 +65,10 @@ pub fn configure_admin(config: &mut web::ServiceConfig) {
         .service(pages::overview_page)
         .service(pages::partition_rows)
         .service(pages::partition_page)
+        .service(group::group_page)
+        .service(group::group_rows)
+        .service(group::group_members)
+        .service(group::api_group)
         .service(actions::partition_action)
         .service(remedies::skip_form)
         .service(remedies::skip_api)

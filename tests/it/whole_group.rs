@@ -1,0 +1,264 @@
+//! Three members of one group as real binaries, on the mock cluster and on tansu: any member's
+//! group page and `/api/group` show every partition with its true owner (checked against the
+//! members' own `/api/status`), and a member killed with `kill -9` shows as gone with its
+//! partitions unowned until Kafka gives them to the others.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
+use crate::support::kafka::{Broker, TestKafka, produce};
+use crate::support::service::ServiceProcess;
+
+/// The admin token of the members (actions need it).
+pub const TOKEN: &str = "group-admin-token-0123";
+/// A member counts as gone 2 s after its last heartbeat (every 500 ms).
+pub const GONE_AFTER: Duration = Duration::from_secs(2);
+
+/// A member of the test's group, with its own member id.
+pub struct Member {
+    pub process: ServiceProcess,
+    pub id: String,
+}
+
+impl Member {
+    /// Starts a member publishing every 500 ms.
+    pub async fn start(db: &TestDb, kafka: &TestKafka, group: &str, extra: &[&str]) -> Member {
+        let mut args = vec!["--member-heartbeat", "500ms", "--member-gone-after", "2s"];
+        args.extend_from_slice(extra);
+        let kafka_options: Vec<String> = kafka
+            .options
+            .iter()
+            .flat_map(|(k, v)| ["--kafka-option".to_owned(), format!("{k}={v}")])
+            .collect();
+        args.extend(kafka_options.iter().map(String::as_str));
+        let process = ServiceProcess::spawn_with_env(
+            &db.url,
+            &kafka.brokers,
+            &kafka.topic,
+            group,
+            &args,
+            &[("HISTORY_ADMIN_TOKEN", TOKEN)],
+        );
+        let id = wait_for(Duration::from_secs(60), "the member's own id", || async {
+            let group = process.get_json("/api/group").await?;
+            group["self"].as_str().map(str::to_owned)
+        })
+        .await;
+        Member { process, id }
+    }
+
+    /// The partitions the member's own status says it owns.
+    pub async fn owned(&self) -> Option<Vec<i64>> {
+        let status = self.process.get_json("/api/status").await?;
+        let mut owned: Vec<i64> = status["partitions"]
+            .as_array()?
+            .iter()
+            .filter_map(|p| p["partition"].as_i64())
+            .collect();
+        owned.sort_unstable();
+        Some(owned)
+    }
+
+    pub async fn group(&self) -> Option<Value> {
+        self.process.get_json("/api/group").await
+    }
+}
+
+/// Partition → owner (member id, or `None`) as a group view shows it.
+pub fn owners(group: &Value) -> BTreeMap<i64, Option<String>> {
+    group["partitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p["partition"].as_i64().unwrap(),
+                p["owner"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+/// Waits until `viewer`'s group view names, for every partition, the member whose own status
+/// lists it, every member owning at least one; the owners.
+pub async fn wait_true_owners(
+    kafka: &TestKafka,
+    viewer: &Member,
+    members: &[&Member],
+) -> BTreeMap<i64, Option<String>> {
+    wait_for(
+        kafka.join_deadline(),
+        "the group view to name every partition's true owner",
+        || async {
+            let mut truth: BTreeMap<i64, Option<String>> = BTreeMap::new();
+            for member in members {
+                let owned = member.owned().await?;
+                if owned.is_empty() {
+                    return None;
+                }
+                for partition in owned {
+                    truth.insert(partition, Some(member.id.clone()));
+                }
+            }
+            if truth.len() != kafka.partitions as usize {
+                return None;
+            }
+            let shown = owners(&viewer.group().await?);
+            (shown == truth).then_some(truth)
+        },
+    )
+    .await
+}
+
+#[actix_web::test]
+async fn every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes_on_the_mock()
+ {
+    every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes(
+        Broker::Mock,
+    )
+    .await;
+}
+
+#[actix_web::test]
+async fn every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes_on_tansu()
+ {
+    every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes(
+        Broker::Tansu,
+    )
+    .await;
+}
+
+async fn every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes(
+    broker: Broker,
+) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 6).await;
+    let group = unique_name("group");
+    let a = Member::start(&db, &kafka, &group, &[]).await;
+    let b = Member::start(&db, &kafka, &group, &[]).await;
+    let mut c = Member::start(&db, &kafka, &group, &[]).await;
+    let members = [&a, &b, &c];
+    let truth = wait_true_owners(&kafka, &a, &members).await;
+    eprintln!(
+        "owners: {truth:?}; logs {:?} {:?} {:?}",
+        a.process.log, b.process.log, c.process.log
+    );
+    // Every member shows the same group.
+    for viewer in [&b, &c] {
+        let shown = wait_for(Duration::from_secs(10), "the same owners", || async {
+            let shown = owners(&viewer.group().await?);
+            (shown == truth).then_some(shown)
+        })
+        .await;
+        assert_eq!(shown, truth);
+    }
+    let view = a.group().await.expect("the group view");
+    assert_eq!(view["self"], a.id.as_str());
+    let expected_source = match broker {
+        // The mock has no DescribeGroups: owners come from what the members publish.
+        Broker::Mock => "members",
+        Broker::Tansu => "kafka",
+    };
+    assert_eq!(view["owners_from"], expected_source, "{view}");
+    let listed = view["members"].as_array().unwrap();
+    assert_eq!(listed.len(), 3, "{view}");
+    for member in listed {
+        assert_eq!(member["alive"], true, "{member}");
+        assert_eq!(member["version"], env!("CARGO_PKG_VERSION"));
+        assert!(member["heartbeat_age_seconds"].as_f64().unwrap() < 2.0);
+        let id = member["id"].as_str().unwrap();
+        let process = [&a, &b, &c].into_iter().find(|m| m.id == id).unwrap();
+        assert_eq!(
+            member["admin_url"].as_str().unwrap(),
+            format!("http://{}", process.process.admin)
+        );
+    }
+
+    // Records flow: the view's committed offsets and ends are the broker's.
+    produce(&kafka, 0..120).await;
+    let ends = kafka.ends().await;
+    wait_for(
+        Duration::from_secs(60),
+        "the group to be caught up",
+        || async {
+            let view = a.group().await?;
+            let caught_up = view["partitions"].as_array()?.iter().all(|p| {
+                let partition = p["partition"].as_i64().unwrap() as usize;
+                p["committed"].as_i64() == Some(ends[partition])
+                    && p["end"].as_i64() == Some(ends[partition])
+                    && p["lag_records"] == 0
+                    && p["lag_seconds"] == 0.0
+                    && p["status"] == "ok"
+            });
+            caught_up.then_some(())
+        },
+    )
+    .await;
+
+    // kill -9: C is gone within the heartbeat window, its partitions without an owner, until
+    // Kafka hands them to A or B.
+    let c_partitions: Vec<i64> = truth
+        .iter()
+        .filter(|(_, owner)| owner.as_deref() == Some(c.id.as_str()))
+        .map(|(p, _)| *p)
+        .collect();
+    let killed_at = Instant::now();
+    c.process.kill_9();
+    // Cells: the probe is polled as a closure making futures.
+    let seen_gone_and_unowned = std::cell::Cell::new(None);
+    let seen_gone = std::cell::Cell::new(None);
+    wait_for(
+        kafka.join_deadline(),
+        "C's partitions to be owned by A or B",
+        || async {
+            let view = a.group().await?;
+            let c_row = view["members"]
+                .as_array()?
+                .iter()
+                .find(|m| m["id"] == c.id.as_str())?
+                .clone();
+            let owners = owners(&view);
+            if c_row["alive"] == false {
+                if seen_gone.get().is_none() {
+                    seen_gone.set(Some(killed_at.elapsed()));
+                }
+                for partition in &c_partitions {
+                    assert_ne!(
+                        owners[partition].as_deref(),
+                        Some(c.id.as_str()),
+                        "a gone member owns nothing: {view}"
+                    );
+                }
+                if c_partitions.iter().all(|p| owners[p].is_none()) {
+                    if seen_gone_and_unowned.get().is_none() {
+                        seen_gone_and_unowned.set(Some(killed_at.elapsed()));
+                    }
+                }
+            }
+            let moved = owners.values().all(|o| {
+                o.as_deref() == Some(a.id.as_str()) || o.as_deref() == Some(b.id.as_str())
+            });
+            moved.then_some(())
+        },
+    )
+    .await;
+    let gone_after = seen_gone.get().expect("C was shown gone");
+    assert!(
+        gone_after < GONE_AFTER + Duration::from_secs(3),
+        "C was shown gone {gone_after:?} after the kill"
+    );
+    eprintln!(
+        "C gone after {gone_after:?}; its partitions unowned after {:?}; moved after {:?}",
+        seen_gone_and_unowned.get(),
+        killed_at.elapsed()
+    );
+    assert!(
+        seen_gone_and_unowned.get().is_some(),
+        "C's partitions were shown without an owner before they moved"
+    );
+    let moved = wait_true_owners(&kafka, &a, &[&a, &b]).await;
+    assert_eq!(moved.len(), 6);
+}
