@@ -173,6 +173,7 @@ impl Application {
             commits: checkpoint.recipient(),
             joined: supervisor.clone().recipient(),
             stopped: supervisor.clone().recipient(),
+            fetch: supervisor.clone().recipient(),
             rewinding: supervisor.clone().recipient(),
             restarted: supervisor.clone().recipient(),
             rewound: supervisor.clone().recipient(),
@@ -257,7 +258,7 @@ impl Application {
         let runtime = &self.settings.runtime;
         // The shutdown budget: every partition drains within its own deadline, in parallel.
         let shutdown_deadline = runtime.drain_timeout * 2;
-        spawn_driver(
+        let driver = spawn_driver(
             self.consumer,
             self.requests,
             self.link,
@@ -275,13 +276,33 @@ impl Application {
             tracing::info!("signal received");
             supervisor.do_send(Shutdown);
         });
-        let outcome = self.stopped.await.unwrap_or(None);
+        let outcome = tokio::select! {
+            outcome = self.stopped => outcome.unwrap_or(None),
+            Some(error) = driver_panicked(driver) => Some(error),
+        };
         server_handle.stop(true).await;
         match outcome {
             None => Ok(()),
             Some(error) => Err(StartupError::Consumer(error)),
         }
     }
+}
+
+/// Watches the driver thread (its own catch reports a panic of its loop; this catches one
+/// anywhere else, closing the consumer included): the panic's text if it ended by one, `None`
+/// if it ended normally (it then reported `DriverStopped` itself). Polls instead of joining on
+/// a blocking thread, which the runtime would wait for at its shutdown.
+async fn driver_panicked(driver: std::thread::JoinHandle<()>) -> Option<String> {
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+    while !driver.is_finished() {
+        tokio::time::sleep(EVERY).await;
+    }
+    driver.join().err().map(|panic| {
+        format!(
+            "the kafka driver thread panicked: {}",
+            crate::kafka::driver::panic_text(panic.as_ref())
+        )
+    })
 }
 
 async fn wait_for_signal() {

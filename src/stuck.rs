@@ -27,6 +27,9 @@ pub enum StuckReason {
     OldestUnknown { age_seconds: u64 },
     /// The watermark has not moved for `seconds` while `lag` records wait.
     Stalled { seconds: u64, lag: i64 },
+    /// The driver holds the partition at `offset`: records there cannot be read, or the
+    /// position is not in the log any more (see `domain::fetch_error::Held`).
+    Held { offset: Option<i64> },
 }
 
 impl std::fmt::Display for StuckReason {
@@ -40,6 +43,10 @@ impl std::fmt::Display for StuckReason {
             StuckReason::OldestUnknown { age_seconds } => {
                 write!(f, "oldest Unknown record waiting for {age_seconds} s")
             }
+            StuckReason::Held { offset } => match offset {
+                Some(offset) => write!(f, "held at offset {offset}: nothing after it is read"),
+                None => write!(f, "held: nothing more is read"),
+            },
             StuckReason::Stalled { seconds, lag } => {
                 write!(
                     f,

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::status::{CheckpointStatus, PartitionStatus, ServiceStatus};
 use crate::domain::rewind::{Decision, TimeOffset};
-use crate::domain::{FetchedRecord, ObservedOffsets, Outcome};
+use crate::domain::{FetchFailure, FetchedRecord, Held, ObservedOffsets, Outcome};
 use tokio::sync::oneshot;
 
 /// One assignment of a partition to this member. The generation grows with every assignment
@@ -160,6 +160,25 @@ pub struct PartitionsRestarted {
 pub struct PartitionsRewound {
     pub id: u64,
     pub results: Vec<LiveRewound>,
+}
+
+/// From the driver thread: what reading an assignment's partition ran into, for its status
+/// (`None`: it reads again).
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct FetchTrouble {
+    pub assignment: Assignment,
+    pub trouble: Option<Trouble>,
+}
+
+/// What reading a partition ran into.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Trouble {
+    /// Nothing at or after the offset is read (see `domain::fetch_error`).
+    Held(Held),
+    /// Fetching fails and librdkafka retries by itself.
+    Failing(FetchFailure),
 }
 
 /// Offsets librdkafka reported in its statistics for the assigned partitions.

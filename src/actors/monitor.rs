@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 
+use super::messages::Trouble;
 use super::messages::{GetOverview, GetStatus};
 pub use super::status::{DisplayState, Overview, PartitionSummary, TrendPoint};
 use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
 use crate::domain::ConnectionHealth;
 use crate::metrics::Metrics;
-use crate::stuck::{RejectionsHeld, StuckRules, evaluate};
+use crate::stuck::{RejectionsHeld, StuckReason, StuckRules, evaluate};
 
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 const TREND_EVERY: Duration = Duration::from_secs(5);
@@ -23,11 +24,26 @@ const TREND_EVERY: Duration = Duration::from_secs(5);
 const TREND_POINTS: usize = 120;
 
 struct Track {
+    /// The assignment the watermark belongs to: a new one (a rebalance, a live rewind) starts
+    /// a new watermark, which has moved whatever its value.
+    generation: Option<u64>,
     watermark: Option<i64>,
     moved_at: Instant,
     trend: VecDeque<TrendPoint>,
     resolved_total: u64,
     trend_at: Instant,
+}
+
+impl Track {
+    /// Notes the partition's watermark now. A live rewind can replay a partition back to the
+    /// same watermark between two samples: its new assignment is movement, not a stall.
+    fn observe(&mut self, generation: Option<u64>, watermark: Option<i64>, now: Instant) {
+        if self.watermark != watermark || self.generation != generation {
+            self.generation = generation;
+            self.watermark = watermark;
+            self.moved_at = now;
+        }
+    }
 }
 
 /// Derives stuck states, lag in seconds and trends from the supervisor's snapshots.
@@ -89,20 +105,19 @@ impl Monitor {
         wall: DateTime<Utc>,
     ) -> PartitionSummary {
         let watermark = view.checkpoint.as_ref().and_then(|c| c.watermark);
+        let generation = view.checkpoint.as_ref().map(|c| c.generation);
         let resolved_total = view.actor.as_ref().map_or(0, |a| {
             a.counts.applied + a.counts.already_applied + a.counts.dead_lettered
         });
         let track = self.tracks.entry(view.partition).or_insert_with(|| Track {
+            generation,
             watermark,
             moved_at: now,
             trend: VecDeque::new(),
             resolved_total,
             trend_at: now,
         });
-        if track.watermark != watermark {
-            track.watermark = watermark;
-            track.moved_at = now;
-        }
+        track.observe(generation, watermark, now);
         let lag = view.lag();
         if now.duration_since(track.trend_at) >= TREND_EVERY || track.trend.is_empty() {
             let elapsed = now.duration_since(track.trend_at).as_secs_f64().max(1e-3);
@@ -147,16 +162,32 @@ impl Monitor {
                 consecutive: g.consecutive,
                 limit: g.limit,
             });
-        let stuck = evaluate(
-            &self.rules,
-            held,
-            oldest_unknown,
-            now.duration_since(track.moved_at),
-            lag.unwrap_or(0),
-        );
+        let fetch_held = match &view.fetch {
+            Some(Trouble::Held(held)) => Some(held),
+            _ => None,
+        };
+        let stuck = match fetch_held {
+            Some(held) => Some(StuckReason::Held {
+                offset: held.offset,
+            }),
+            None => evaluate(
+                &self.rules,
+                held,
+                oldest_unknown,
+                now.duration_since(track.moved_at),
+                lag.unwrap_or(0),
+            ),
+        };
+        let reason_text = |reason: &StuckReason| match (&view.fetch, reason) {
+            (Some(Trouble::Held(held)), _) => held.describe(),
+            (Some(Trouble::Failing(failure)), StuckReason::Stalled { .. }) => {
+                format!("{reason}; fetching fails: {}", failure.detail)
+            }
+            _ => reason.to_string(),
+        };
         let (state, state_reason) = match (&stuck, view.actor.as_ref().map(|a| a.state)) {
             (_, Some(PartitionState::Draining)) => (DisplayState::Draining, None),
-            (Some(reason), _) => (DisplayState::Stuck, Some(reason.to_string())),
+            (Some(reason), _) => (DisplayState::Stuck, Some(reason_text(reason))),
             (None, Some(PartitionState::Paused)) => {
                 (DisplayState::Paused, Some("paused by an operator".into()))
             }
@@ -216,5 +247,33 @@ impl Handler<GetOverview> for Monitor {
                 .into_actor(self)
                 .map(|status, monitor, _ctx| status.map(|s| monitor.summarise(s))),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn track(generation: u64, watermark: i64, at: Instant) -> Track {
+        Track {
+            generation: Some(generation),
+            watermark: Some(watermark),
+            moved_at: at,
+            trend: VecDeque::new(),
+            resolved_total: 0,
+            trend_at: at,
+        }
+    }
+
+    #[test]
+    fn a_partition_replayed_back_to_the_same_watermark_by_a_new_assignment_has_moved() {
+        let start = Instant::now();
+        let later = start + Duration::from_secs(300);
+        let mut unchanged = track(1, 6, start);
+        unchanged.observe(Some(1), Some(6), later);
+        assert_eq!(unchanged.moved_at, start, "the same assignment, unmoved");
+        let mut rewound = track(1, 6, start);
+        rewound.observe(Some(2), Some(6), later);
+        assert_eq!(rewound.moved_at, later, "a live rewind's new assignment");
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::messages::Trouble;
 use crate::domain::{ConnectionStatus, DuplicateCause, ObservedOffsets, UnknownCause};
 use crate::stuck::StuckReason;
 
@@ -145,6 +146,8 @@ pub struct PartitionView {
     pub actor: Option<PartitionStatus>,
     pub checkpoint: Option<CheckpointStatus>,
     pub observed: Option<ObservedOffsets>,
+    /// What reading it ran into, as the driver thread reported it.
+    pub fetch: Option<Trouble>,
 }
 
 impl PartitionView {
@@ -294,6 +297,7 @@ mod tests {
                 committed: -1,
                 observed_at: Utc::now(),
             }),
+            fetch: None,
         }
     }
 

@@ -19,11 +19,11 @@ use futures::future::join_all;
 use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, CommitPosition, DeadLetterRecord, Drain, DrainForRewind,
-    DriverStopped, Fetched, GetCheckpointStatus, GetPartitionStatus, GetStatus, GroupJoined,
-    KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetsObserved, PartitionAction,
+    DriverStopped, FetchTrouble, Fetched, GetCheckpointStatus, GetPartitionStatus, GetStatus,
+    GroupJoined, KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetsObserved, PartitionAction,
     PartitionCommand, PartitionsAssigned, PartitionsRestarted, PartitionsRevoked,
     PartitionsRewound, ReleaseForRewind, ReleasePartitions, RewindPartitions, RewindTarget,
-    Shutdown, SkipRefused, SkipTicket, TrackPartitions,
+    Shutdown, SkipRefused, SkipTicket, TrackPartitions, Trouble,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
@@ -50,6 +50,8 @@ pub struct Supervisor {
     /// Partitions an operator paused on this instance, assigned here or not.
     paused: BTreeSet<i32>,
     observed: BTreeMap<i32, ObservedOffsets>,
+    /// What reading each assignment's partition ran into, as the driver thread reported it.
+    fetch: BTreeMap<i32, (Assignment, Trouble)>,
     /// Live rewinds handed to the driver thread, by id, and who waits for each.
     rewinds: HashMap<u64, tokio::sync::oneshot::Sender<Vec<LiveRewound>>>,
     next_rewind: u64,
@@ -76,6 +78,7 @@ impl Supervisor {
             partitions: BTreeMap::new(),
             paused: BTreeSet::new(),
             observed: BTreeMap::new(),
+            fetch: BTreeMap::new(),
             rewinds: HashMap::new(),
             next_rewind: 1,
             shutting_down: false,
@@ -126,6 +129,13 @@ impl Supervisor {
     fn take_actors(&mut self, assignments: &[Assignment]) -> Vec<Addr<PartitionActor>> {
         let mut actors = Vec::new();
         for assignment in assignments {
+            if self
+                .fetch
+                .get(&assignment.partition)
+                .is_some_and(|(held, _)| held == assignment)
+            {
+                self.fetch.remove(&assignment.partition);
+            }
             if self
                 .partitions
                 .get(&assignment.partition)
@@ -260,6 +270,33 @@ impl Handler<OffsetsObserved> for Supervisor {
     }
 }
 
+impl Handler<FetchTrouble> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: FetchTrouble, _ctx: &mut Context<Self>) {
+        let partition = msg.assignment.partition;
+        let current = self
+            .partitions
+            .get(&partition)
+            .is_some_and(|(assignment, _)| *assignment == msg.assignment);
+        match msg.trouble {
+            Some(trouble) if current => {
+                self.fetch.insert(partition, (msg.assignment, trouble));
+            }
+            Some(_) => {}
+            None => {
+                if self
+                    .fetch
+                    .get(&partition)
+                    .is_some_and(|(assignment, _)| *assignment == msg.assignment)
+                {
+                    self.fetch.remove(&partition);
+                }
+            }
+        }
+    }
+}
+
 impl Handler<GroupJoined> for Supervisor {
     type Result = ();
 
@@ -279,6 +316,7 @@ impl Handler<GetStatus> for Supervisor {
             .collect();
         let checkpoint = self.checkpoint.clone();
         let observed = self.observed.clone();
+        let fetch = self.fetch.clone();
         let mut status = ServiceStatus {
             group: self.info.group.clone(),
             topic: self.info.topic.clone(),
@@ -303,6 +341,7 @@ impl Handler<GetStatus> for Supervisor {
                         .find(|c| c.partition == *partition)
                         .cloned(),
                     observed: observed.get(partition).copied(),
+                    fetch: fetch.get(partition).map(|(_, trouble)| trouble.clone()),
                 });
             }
             status

@@ -388,6 +388,38 @@ impl From<DeadLetterRow> for DeadLetterView {
     }
 }
 
+/// Why the driver holds a partition, and what to do.
+pub struct HeldView {
+    pub offset: String,
+    pub cause: String,
+    pub detail: String,
+    pub remedy: String,
+    pub since: String,
+}
+
+impl HeldView {
+    pub fn of(held: &crate::domain::Held) -> HeldView {
+        use crate::domain::HeldCause;
+        HeldView {
+            offset: held
+                .offset
+                .map_or_else(|| "—".to_owned(), |o| o.to_string()),
+            cause: match held.cause {
+                HeldCause::Unreadable { unreadable } => {
+                    format!("records librdkafka cannot read ({})", unreadable.as_str())
+                }
+                HeldCause::OffsetOutOfRange { .. } => {
+                    "the position is not in the partition's log any more".to_owned()
+                }
+                HeldCause::Stopped => "fetching stopped".to_owned(),
+            },
+            detail: held.detail.clone(),
+            remedy: held.remedy().to_owned(),
+            since: time(held.since),
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "partition.html")]
 pub struct PartitionPage {
@@ -399,6 +431,8 @@ pub struct PartitionPage {
     pub as_of: String,
     /// The guard against mass dead-lettering, when engaged or counting ([`guard_text`]).
     pub guard: String,
+    /// Why nothing more of the partition is read, if it is held.
+    pub held: Option<HeldView>,
     pub blocking: Option<BlockingView>,
     pub backlog: Vec<BacklogView>,
     pub recent: Vec<RecentView>,

@@ -328,6 +328,7 @@ mod tests {
                 committed: broker,
                 observed_at: chrono::Utc::now(),
             }),
+            fetch: None,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod connection_health;
 pub mod dead_letter;
 pub mod duplicate;
 pub mod event;
+pub mod fetch_error;
 pub mod offsets;
 pub mod outcome;
 pub mod point_in_time;
@@ -22,6 +23,7 @@ pub use duplicate::DuplicateCause;
 pub use event::{
     MAX_EVENT_ID_CHARS, MAX_STATUS_CHARS, MAX_TICKET_ID_CHARS, RejectReason, Rejection, TicketEvent,
 };
+pub use fetch_error::{FetchFailure, Held, HeldCause};
 pub use offsets::ObservedOffsets;
 pub use outcome::{Outcome, UnknownCause};
 pub use point_in_time::{PointInTimeError, parse_point_in_time, parse_point_in_time_or_utc};

@@ -29,6 +29,8 @@ pub fn consumer_config(kafka: &KafkaSettings, client_id: &str, prefetch: Prefetc
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "cooperative-sticky")
         .set("isolation.level", "read_committed")
+        // A damaged batch must hold its partition, not be read as records (docs/contract.md).
+        .set("check.crcs", "true")
         .set("enable.partition.eof", "false")
         // High watermarks and committed offsets for the status page come from statistics.
         .set("statistics.interval.ms", "1000")

@@ -14,9 +14,12 @@
 //! becomes non-empty. It also carries out live rewinds ([`rewind`]): a revoke and re-assign
 //! of the same partitions without a rebalance.
 
+mod position;
+mod reset;
 mod rewind;
+mod trouble;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
@@ -29,16 +32,18 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::commits::{CommitLedger, CommitQueue};
 use super::context::{KafkaContext, Rebalance, acknowledge, member_id};
-use super::fetched;
+use super::queue::Polled;
 use crate::actors::messages::{
-    Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, Fetched,
-    GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRestarted,
+    Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, FetchTrouble,
+    Fetched, GroupJoined, KafkaLink, KafkaRequest, PartitionsAssigned, PartitionsRestarted,
     PartitionsRevoked, PartitionsRewound,
 };
+use crate::domain::Held;
 use crate::domain::connection::is_connection_error;
+use position::{PositionTrust, passed_offsets_without_records};
 
 type Consumer_ = BaseConsumer<KafkaContext>;
-type PartitionQueue = rdkafka::consumer::base_consumer::PartitionQueue<KafkaContext>;
+type PartitionQueue = super::queue::PartitionQueue<KafkaContext>;
 
 /// How long the loop sleeps when nothing wakes it (a safety net: librdkafka's wake-ups and
 /// the actors' requests normally end the sleep at once).
@@ -57,6 +62,8 @@ pub struct DriverPorts {
     pub commits: Recipient<CommitCompleted>,
     pub joined: Recipient<GroupJoined>,
     pub stopped: Recipient<DriverStopped>,
+    /// What reading a partition ran into, for its status.
+    pub fetch: Recipient<FetchTrouble>,
     /// A live rewind's drain, restart and result.
     pub rewinding: Recipient<DrainForRewind>,
     pub restarted: Recipient<PartitionsRestarted>,
@@ -104,19 +111,52 @@ pub fn spawn_driver(
                 settings,
                 readers: BTreeMap::new(),
                 next_generation: 1,
-                ever_assigned: BTreeSet::new(),
                 ledger: CommitLedger::new(),
                 commit_queue,
                 closing_since: None,
                 positions_checked: Instant::now(),
+                panic_on_first_record: panic_on_first_record(),
             };
-            driver.run();
+            // A panic must not leave the process waiting for a driver that is gone: it is
+            // reported at once (the service then exits with an error), and the consumer is
+            // still closed as on a normal stop, so the group hands the partitions on at once
+            // instead of after the session timeout.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| driver.run()));
+            let panicked = ran.err().map(|panic| panic_text(panic.as_ref()));
+            if let Some(text) = &panicked {
+                tracing::error!(error = %text, "the kafka driver thread panicked; closing the consumer");
+                stopped.do_send(DriverStopped {
+                    error: Some(format!("the kafka driver thread panicked: {text}")),
+                });
+            }
             driver.close();
             drop(driver);
             // The last reference: closing the consumer blocks, which is fine on this thread.
             drop(consumer);
-            stopped.do_send(DriverStopped { error: None });
+            if panicked.is_none() {
+                stopped.do_send(DriverStopped { error: None });
+            }
         })
+}
+
+/// The message a panic was raised with.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// A fault for the tests of the binary, in debug builds only: with
+/// `HISTORY_TEST_DRIVER_PANIC=first-record` in the environment when the service starts, the
+/// driver thread panics as it is about to hand the first record to a partition actor. Read
+/// once, when the driver thread starts; release builds ignore it.
+pub const TEST_DRIVER_PANIC: &str = "HISTORY_TEST_DRIVER_PANIC";
+
+fn panic_on_first_record() -> bool {
+    cfg!(debug_assertions)
+        && std::env::var(TEST_DRIVER_PANIC).is_ok_and(|value| value == "first-record")
 }
 
 /// One assigned partition, as the driver reads it.
@@ -132,13 +172,15 @@ struct Reader {
     /// The first offset handed to the actor in this assignment (a record's, or where a skip
     /// ended): where a live rewind resumes a partition that resolved nothing yet.
     first: Option<i64>,
-    /// Whether the consumer's position can be trusted before any record was delivered: true
-    /// on a partition's first assignment in this process. librdkafka resets its position
-    /// asynchronously when a partition is given up, so after a reassignment a position seen
-    /// before the first record might still be the previous assignment's.
-    fresh: bool,
+    /// Whether the consumer's position can be believed before any record was delivered (see
+    /// [`position`]).
+    trust: PositionTrust,
     /// The queue was read since the position was last looked at.
     unchecked: bool,
+    /// Why nothing more of this assignment is read (see [`trouble`]).
+    held: Option<Held>,
+    /// A fetch failure was reported for its status and no record came since.
+    failing: bool,
 }
 
 struct Driver {
@@ -150,11 +192,12 @@ struct Driver {
     settings: DriverSettings,
     readers: BTreeMap<i32, Reader>,
     next_generation: u64,
-    ever_assigned: BTreeSet<i32>,
     ledger: CommitLedger,
     commit_queue: CommitQueue,
     closing_since: Option<Instant>,
     positions_checked: Instant,
+    /// See [`TEST_DRIVER_PANIC`].
+    panic_on_first_record: bool,
 }
 
 impl Driver {
@@ -301,7 +344,7 @@ impl Driver {
         tracing::info!(?partitions, "partitions assigned");
         let mut queues = BTreeMap::new();
         for &partition in partitions {
-            let Some(mut queue) = self.consumer.split_partition_queue(&self.topic, partition)
+            let Some(mut queue) = PartitionQueue::split(&self.consumer, &self.topic, partition)
             else {
                 tracing::error!(partition, "could not split the partition's queue");
                 continue;
@@ -317,6 +360,8 @@ impl Driver {
             self.next_generation += 1;
             queues.insert(partition, (assignment, queue));
         }
+        // Before librdkafka fetches them: a valid position now is the previous assignment's.
+        let positions = self.positions_of(partitions);
         let assignments = queues.values().map(|(a, _)| *a).collect();
         let sinks = futures::executor::block_on(
             self.ports.assigned.send(PartitionsAssigned { assignments }),
@@ -326,7 +371,9 @@ impl Driver {
             let Some((_, queue)) = queues.remove(&assignment.partition) else {
                 continue;
             };
-            let fresh = self.ever_assigned.insert(assignment.partition);
+            let trust = PositionTrust::at_assignment(
+                positions.get(&assignment.partition).copied().flatten(),
+            );
             self.readers.insert(
                 assignment.partition,
                 Reader {
@@ -336,8 +383,10 @@ impl Driver {
                     demand: self.settings.initial_credit,
                     accounted: None,
                     first: None,
-                    fresh,
+                    trust,
                     unchecked: true,
+                    held: None,
+                    failing: false,
                 },
             );
         }
@@ -405,34 +454,75 @@ impl Driver {
 
     /// Hands each partition actor as many records as it asked for.
     fn feed_partitions(&mut self) {
+        let mut errors = Vec::new();
         for reader in self.readers.values_mut() {
-            if reader.demand == 0 {
+            // A held partition is not read: what follows the record it stopped at must not
+            // reach the watermark.
+            if reader.demand == 0 || reader.held.is_some() {
                 continue;
             }
             reader.unchecked = true;
             let mut records = Vec::new();
             while records.len() < reader.demand {
-                match reader.queue.poll(Duration::ZERO) {
-                    Some(Ok(message)) => records.push(fetched(&message)),
-                    Some(Err(error)) => {
-                        self.consumer.context().metrics.observe_kafka_error();
-                        tracing::warn!(
-                            partition = reader.assignment.partition,
-                            error = %error,
-                            "kafka partition error"
-                        );
+                match reader.queue.poll() {
+                    Some(Polled::Record(record)) => records.push(record),
+                    // Records before the error go to the actor first; the error is dealt with
+                    // once they are on their way, and nothing after it is read in this round.
+                    Some(Polled::Error(error)) => {
+                        errors.push((reader.assignment, error));
+                        break;
                     }
                     None => break,
                 }
             }
+            if reader.failing && !records.is_empty() {
+                reader.failing = false;
+                self.ports.fetch.do_send(FetchTrouble {
+                    assignment: reader.assignment,
+                    trouble: None,
+                });
+            }
             let (Some(first), Some(last)) = (records.first(), records.last()) else {
                 continue;
             };
+            assert!(
+                !self.panic_on_first_record,
+                "{TEST_DRIVER_PANIC}=first-record: the driver thread panics on purpose"
+            );
             reader.first.get_or_insert(first.offset);
             reader.accounted = Some(last.offset);
             reader.demand -= records.len();
             reader.sink.do_send(Fetched::Records(records));
         }
+        for (assignment, error) in errors {
+            self.on_queue_error(assignment, error);
+        }
+    }
+
+    /// The consumer's positions of `partitions`, assigned or not (`None`: invalid); empty when
+    /// librdkafka cannot say.
+    fn positions_of(&self, partitions: &[i32]) -> BTreeMap<i32, Option<i64>> {
+        let mut list = TopicPartitionList::new();
+        for &partition in partitions {
+            list.add_partition(&self.topic, partition);
+        }
+        // SAFETY: the list is alive for the call; librdkafka fills in its offsets.
+        let err = unsafe {
+            rdkafka::bindings::rd_kafka_position(self.consumer.client().native_ptr(), list.ptr())
+        };
+        if err != rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return BTreeMap::new();
+        }
+        list.elements()
+            .iter()
+            .map(|e| {
+                let position = match e.offset() {
+                    Offset::Offset(position) => Some(position),
+                    _ => None,
+                };
+                (e.partition(), position)
+            })
+            .collect()
     }
 
     /// Tells the actors about offsets the consumer stepped over without a record for us
@@ -448,20 +538,28 @@ impl Driver {
             return;
         };
         for (partition, reader) in &mut self.readers {
-            if !std::mem::take(&mut reader.unchecked) {
+            // A held partition's position says nothing about records we were handed.
+            if !std::mem::take(&mut reader.unchecked) || reader.held.is_some() {
                 continue;
             }
-            let Some(Offset::Offset(position)) = positions
+            let Some(observed) = positions
                 .find_partition(&self.topic, *partition)
-                .map(|e| e.offset())
+                .map(|e| match e.offset() {
+                    Offset::Offset(position) => Some(position),
+                    _ => None,
+                })
             else {
                 continue;
             };
-            let moved = match reader.accounted {
-                Some(last) => position > last + 1,
-                None => reader.fresh && position > 0,
+            // A record delivered in this assignment made the position ours.
+            let position = match reader.accounted {
+                Some(_) => observed,
+                None => reader.trust.observe(observed),
             };
-            if moved {
+            let Some(position) = position else {
+                continue;
+            };
+            if passed_offsets_without_records(reader.accounted, position) {
                 reader.sink.do_send(Fetched::Skipped {
                     after: reader.accounted,
                     position,

@@ -13,6 +13,7 @@ pub mod context;
 pub mod driver;
 pub mod group;
 pub mod health;
+pub mod queue;
 pub mod reader;
 pub mod tls_probe;
 

@@ -8,9 +8,14 @@ use std::time::Duration;
 
 use history_consumer::config::Settings;
 
-use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
+use history_consumer::stuck::StuckRules;
+
+use crate::support::app::{ADMIN_TOKEN, TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
-use crate::support::kafka::{Broker, TestKafka, Transaction, numbered_event};
+use crate::support::http::request;
+use crate::support::kafka::{
+    Broker, TestKafka, Transaction, a_moment_between, numbered_event, point_in_time,
+};
 
 // On the mock this passes trivially: it keeps no commit markers, so the high watermark is one
 // past the last record. It stays as the check that the body itself is sound.
@@ -99,6 +104,143 @@ async fn a_group_committed_just_before_a_commit_marker_is_committed_past_it_with
         "no record was processed"
     );
     app.shutdown().await;
+}
+
+/// A partition that comes back to the same member with its group committed at a commit
+/// marker (another member committed the transaction's last record and left before stepping
+/// over the marker) is committed past the marker without a record and is never shown stuck;
+/// then a live rewind of it, to before the transaction and to after it, ends at the same place.
+/// Before issue 21 only a partition's first assignment in the process could step over offsets
+/// without records before its first record: the reassigned one stayed one short of its end,
+/// and after `--stall` it was shown stuck and `HistoryPartitionStuck` paged for nothing.
+#[actix_web::test]
+async fn a_partition_reassigned_to_the_same_member_at_a_commit_marker_is_committed_past_it_and_not_stuck_on_tansu()
+ {
+    const PARTITIONS: i32 = 2;
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(Broker::Tansu, PARTITIONS).await;
+    let group = unique_name("group");
+    let mut settings = test_settings(&db.url, &kafka, &group);
+    settings.runtime.stuck = StuckRules {
+        unknown_age: Duration::from_secs(60),
+        stall: STALL,
+    };
+    let app = spawn_app_with(settings).await;
+    app.wait_assigned(PARTITIONS as usize).await;
+    let before = a_moment_between().await;
+    let transactions = vec![Transaction {
+        records: (0..10)
+            .map(|i| ((i % PARTITIONS as usize) as i32, numbered_event(i)))
+            .collect(),
+        commit: true,
+    }];
+    kafka.send_transactions(transactions).await;
+    let after = a_moment_between().await;
+    let ends = kafka.ends().await;
+    assert_eq!(ends, vec![6, 6], "five records and a commit marker each");
+    app.wait_committed(&kafka, &ends).await;
+
+    let markers: Vec<i64> = ends.iter().map(|end| end - 1).collect();
+    let taken = member_commits_and_leaves(&kafka, &group, &markers).await;
+    eprintln!("partitions {taken:?} went to the other member and come back at the marker");
+    app.wait_assigned(PARTITIONS as usize).await;
+    app.wait_committed(&kafka, &ends).await;
+    never_stuck(&app, PARTITIONS).await;
+
+    for to in [before, after] {
+        for &partition in &taken {
+            let admin = app.handle.admin_addr.to_string();
+            let path = format!(
+                "/api/partitions/{partition}/rewind?to={}",
+                point_in_time(to)
+            );
+            let bearer = format!("Bearer {ADMIN_TOKEN}");
+            let done = request(&admin, "POST", &path, &[("Authorization", &bearer)], "").await;
+            assert_eq!(done.status, 200, "{}", done.body);
+        }
+        app.wait_committed(&kafka, &ends).await;
+        never_stuck(&app, PARTITIONS).await;
+    }
+    assert_stored_once(&db, 10).await;
+    app.shutdown().await;
+}
+
+/// How long a partition's watermark may stand still with records waiting before it is stuck,
+/// in the marker test.
+const STALL: Duration = Duration::from_secs(3);
+
+/// Checks over twice `STALL` that no partition of `app` is ever stuck.
+async fn never_stuck(app: &TestApp, partitions: i32) {
+    let until = std::time::Instant::now() + STALL * 2;
+    while std::time::Instant::now() < until {
+        let metrics = app.handle.metrics.render();
+        for partition in 0..partitions {
+            assert!(
+                !metrics.contains(&format!(
+                    "history_partition_stuck{{partition=\"{partition}\"}} 1"
+                )),
+                "partition {partition} is shown stuck:\n{}",
+                describe(app).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A second member of `group` (a plain consumer) joins, commits `offsets[p]` for each partition
+/// `p` it is given, and leaves; the partitions it was given.
+async fn member_commits_and_leaves(kafka: &TestKafka, group: &str, offsets: &[i64]) -> Vec<i32> {
+    let (client, topic, group) = (kafka.client(), kafka.topic.clone(), group.to_owned());
+    let (offsets, deadline) = (offsets.to_vec(), kafka.join_deadline());
+    tokio::task::spawn_blocking(move || {
+        use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+        let consumer: BaseConsumer = client
+            .clone()
+            .set("group.id", &group)
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("session.timeout.ms", "6000")
+            .set("heartbeat.interval.ms", "500")
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("a second member");
+        consumer.subscribe(&[&topic]).expect("subscribe");
+        let until = std::time::Instant::now() + deadline;
+        let taken: Vec<i32> = loop {
+            // Records are not ours to read: the service holds them.
+            let _ = consumer.poll(Duration::from_millis(100));
+            let assignment = consumer.assignment().expect("assignment");
+            let taken: Vec<i32> = assignment
+                .elements()
+                .iter()
+                .map(|e| e.partition())
+                .collect();
+            drop(assignment);
+            if !taken.is_empty() {
+                break taken;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "the second member got no partition"
+            );
+        };
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        for &partition in &taken {
+            tpl.add_partition_offset(
+                &topic,
+                partition,
+                rdkafka::Offset::Offset(offsets[partition as usize]),
+            )
+            .expect("a position");
+        }
+        consumer.commit(&tpl, CommitMode::Sync).expect("committed");
+        consumer.unsubscribe();
+        for _ in 0..20 {
+            let _ = consumer.poll(Duration::from_millis(100));
+        }
+        taken
+    })
+    .await
+    .expect("the second member")
 }
 
 #[actix_web::test]

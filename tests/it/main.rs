@@ -35,4 +35,5 @@ mod remedies;
 mod resilience;
 mod schema;
 mod support;
+mod unreadable;
 mod whole_group;

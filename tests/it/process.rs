@@ -267,6 +267,55 @@ async fn three_members_share_the_group_and_the_survivors_take_over_each_killed_m
     assert_stored_once(&db, 3000).await;
 }
 
+/// A panic in the driver thread (made on purpose: `HISTORY_TEST_DRIVER_PANIC=first-record`
+/// in a debug build) ends the process with a non-zero status within seconds, naming the
+/// panic. Before issue 21 the process waited forever for the driver that was gone, and
+/// SIGTERM could not end it either.
+#[actix_web::test]
+async fn a_panic_in_the_kafka_driver_thread_ends_the_process_with_a_non_zero_status_within_seconds()
+{
+    let db = test_database().await;
+    let kafka = TestKafka::start(1);
+    let group = unique_name("group");
+    let mut service = ServiceProcess::spawn_with_env(
+        &db.url,
+        &kafka.brokers,
+        &kafka.topic,
+        &group,
+        &[],
+        &[(
+            history_consumer::kafka::driver::TEST_DRIVER_PANIC,
+            "first-record",
+        )],
+    );
+    wait_for(
+        kafka.join_deadline(),
+        "the member to own the partition",
+        || {
+            let service = &service;
+            async move { (service.owned_partitions().await == 1).then_some(()) }
+        },
+    )
+    .await;
+    produce(&kafka, 0..1).await;
+    let produced = std::time::Instant::now();
+    let code = service.wait_exit(Duration::from_secs(20)).await;
+    let took = produced.elapsed();
+    assert!(
+        code.is_some_and(|code| code != 0),
+        "exits with a non-zero status, not by a signal: {code:?}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "exited {took:?} after the record"
+    );
+    let log = std::fs::read_to_string(&service.log).expect("the log");
+    assert!(
+        log.contains("the kafka driver thread panicked"),
+        "the panic is named: {log}"
+    );
+}
+
 #[test]
 fn bad_configuration_fails_at_start_naming_the_key() {
     let cases: [(&[&str], &str); 3] = [

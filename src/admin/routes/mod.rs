@@ -30,8 +30,8 @@ use super::auth::{Denied, Principal, bearer_token};
 use super::error::AdminError;
 use super::pages::{
     AuditView, BacklogView, BlockingView, ConnectionView, DeadLetterView, DeadLettersPage,
-    ErrorPage, HistoryView, Layout, LoginPage, OverviewPage, PartitionPage, PartitionRowsFragment,
-    RecentView, RowView, TicketPage, guard_text, human_duration,
+    ErrorPage, HeldView, HistoryView, Layout, LoginPage, OverviewPage, PartitionPage,
+    PartitionRowsFragment, RecentView, RowView, TicketPage, guard_text, human_duration,
 };
 use super::queries::{
     self, Cursor, DEAD_LETTER_COUNT_CAP, DEAD_LETTERS_PER_PAGE, DeadLetterFilter, DeadLetterPage,
@@ -39,7 +39,7 @@ use super::queries::{
 };
 use super::redirect::safe_next;
 use super::{AdminState, OVER_LIMIT_DELAY};
-use crate::actors::messages::GetOverview;
+use crate::actors::messages::{GetOverview, Trouble};
 use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
 use crate::actors::monitor::Overview;
 use crate::actors::status::PartitionSummary;

@@ -139,6 +139,10 @@ async fn partition(
             flash: flash.text(),
             as_of: chrono::Utc::now().format("%H:%M:%S UTC").to_string(),
             guard: actor.map(|a| guard_text(&a.guard)).unwrap_or_default(),
+            held: match &summary.view.fetch {
+                Some(Trouble::Held(held)) => Some(HeldView::of(held)),
+                _ => None,
+            },
             blocking: actor.and_then(|a| BlockingView::of(&a.backlog, &a.guard)),
             backlog: actor
                 .map(|a| a.backlog.iter().map(BacklogView::from).collect())

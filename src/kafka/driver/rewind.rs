@@ -12,6 +12,7 @@
 //! its queue unread (it fills and fetching stops), its committed offset where it was, until a
 //! rebalance or a restart assigns it afresh.
 
+use super::position::PositionTrust;
 use super::*;
 use crate::actors::messages::{LiveRewound, RewindTarget};
 use crate::domain::rewind::{Restart, restart};
@@ -149,6 +150,12 @@ impl Driver {
                 ));
                 continue;
             };
+            // A seek made the position invalid before it returned: whatever comes next is
+            // ours. Without one, the position is what the drained assignment knew of it.
+            let trust = match plan.seek {
+                Some(_) => PositionTrust::Current,
+                None => reader.trust,
+            };
             self.readers.insert(
                 partition,
                 Reader {
@@ -158,10 +165,10 @@ impl Driver {
                     demand: self.settings.initial_credit,
                     accounted: None,
                     first: None,
-                    // librdkafka resets its position asynchronously: before the first record,
-                    // a position it reports may still be the one before the seek.
-                    fresh: false,
+                    trust,
                     unchecked: true,
+                    held: None,
+                    failing: false,
                 },
             );
             if let Some(offset) = plan.commit {

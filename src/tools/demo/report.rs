@@ -253,6 +253,7 @@ mod tests {
                 last_commit_error: None,
             }),
             observed: None,
+            fetch: None,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod helpers;
 pub mod http;
 pub mod kafka;
 pub mod proxy;
+pub mod raw_batch;
 pub mod sasl_kafka;
 pub mod service;
 pub mod tansu;

@@ -1,0 +1,204 @@
+//! A partition's own librdkafka queue, read through librdkafka's event API directly.
+//!
+//! rust-rdkafka's `PartitionQueue` hands an error event over as its code alone; the offset it
+//! is about and librdkafka's text are dropped. Those are what an operator and the driver need
+//! to know which records could not be read and why (see [`crate::domain::fetch_error`]), so
+//! the driver reads its partitions' queues here instead: records are copied out exactly as
+//! rust-rdkafka's `BorrowedMessage` shows them, and polling serves control messages (commit
+//! markers) the same way, moving the consumer's position past them.
+
+use std::ffi::CStr;
+use std::ptr;
+use std::sync::Arc;
+
+use rdkafka::bindings as rdsys;
+use rdkafka::consumer::{BaseConsumer, ConsumerContext};
+use rdkafka::error::RDKafkaErrorCode;
+
+use crate::domain::FetchedRecord;
+
+/// What polling a partition queue gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Polled {
+    Record(FetchedRecord),
+    Error(QueueError),
+}
+
+/// An error librdkafka put on a partition's queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueError {
+    pub code: RDKafkaErrorCode,
+    /// The offset it is about (`None`: librdkafka gave none, or a logical one).
+    pub offset: Option<i64>,
+    /// librdkafka's own words.
+    pub text: String,
+}
+
+/// One partition's queue, split off the consumer's main queue.
+pub struct PartitionQueue<C: ConsumerContext + 'static> {
+    queue: *mut rdsys::rd_kafka_queue_t,
+    /// Kept alive while librdkafka may call it (until the queue is dropped).
+    wake: Option<Box<Box<dyn Fn() + Send + Sync>>>,
+    /// The queue must go before the consumer does.
+    _consumer: Arc<BaseConsumer<C>>,
+}
+
+// SAFETY: librdkafka queues are thread-safe; the raw pointer is only used through its API.
+unsafe impl<C: ConsumerContext> Send for PartitionQueue<C> {}
+
+impl<C: ConsumerContext> PartitionQueue<C> {
+    /// Splits `partition` of `topic` off the consumer's main queue: from now on its records and
+    /// errors arrive here only. `None` when librdkafka does not know the partition.
+    pub fn split(
+        consumer: &Arc<BaseConsumer<C>>,
+        topic: &str,
+        partition: i32,
+    ) -> Option<PartitionQueue<C>> {
+        use rdkafka::consumer::Consumer;
+        let topic = std::ffi::CString::new(topic).ok()?;
+        let client = consumer.client().native_ptr();
+        // SAFETY: a live client; the queue is destroyed in Drop.
+        let queue =
+            unsafe { rdsys::rd_kafka_queue_get_partition(client, topic.as_ptr(), partition) };
+        if queue.is_null() {
+            return None;
+        }
+        // SAFETY: a live queue; forwarding to nothing keeps its events here. librdkafka marks
+        // the forwarding as the application's, so a later (re)assignment keeps it too.
+        unsafe { rdsys::rd_kafka_queue_forward(queue, ptr::null_mut()) };
+        Some(PartitionQueue {
+            queue,
+            wake: None,
+            _consumer: consumer.clone(),
+        })
+    }
+
+    /// `wake` is called whenever an event arrives in the empty queue.
+    pub fn set_nonempty_callback(&mut self, wake: impl Fn() + Send + Sync + 'static) {
+        unsafe extern "C" fn trampoline(_: *mut rdsys::rd_kafka_t, opaque: *mut std::ffi::c_void) {
+            // SAFETY: `opaque` is the boxed closure, alive until replaced or the queue dropped.
+            let wake = unsafe { &*(opaque as *const Box<dyn Fn() + Send + Sync>) };
+            wake();
+        }
+        let wake: Box<Box<dyn Fn() + Send + Sync>> = Box::new(Box::new(wake));
+        // SAFETY: the closure outlives its registration: it is kept until Drop disables it.
+        unsafe {
+            rdsys::rd_kafka_queue_cb_event_enable(
+                self.queue,
+                Some(trampoline),
+                &*wake as *const Box<dyn Fn() + Send + Sync> as *mut std::ffi::c_void,
+            )
+        };
+        self.wake = Some(wake);
+    }
+
+    /// The next record or error, without waiting; `None` when the queue is empty.
+    pub fn poll(&self) -> Option<Polled> {
+        loop {
+            // SAFETY: the queue is alive; every event is destroyed below.
+            let event = unsafe { rdsys::rd_kafka_queue_poll(self.queue, 0) };
+            if event.is_null() {
+                return None;
+            }
+            // SAFETY: `event` is a live event until destroyed.
+            let polled = unsafe {
+                let polled = match rdsys::rd_kafka_event_type(event) {
+                    rdsys::RD_KAFKA_EVENT_FETCH => {
+                        let message = rdsys::rd_kafka_event_message_next(event);
+                        (!message.is_null()).then(|| read_message(message))
+                    }
+                    rdsys::RD_KAFKA_EVENT_ERROR => read_error(event),
+                    _ => None,
+                };
+                rdsys::rd_kafka_event_destroy(event);
+                polled
+            };
+            if polled.is_some() {
+                return polled;
+            }
+        }
+    }
+}
+
+/// Copies a fetched message (or the error it carries) out of librdkafka.
+///
+/// # Safety
+/// `message` must be a live message.
+unsafe fn read_message(message: *const rdsys::rd_kafka_message_t) -> Polled {
+    let m = unsafe { &*message };
+    let bytes = |data: *mut std::ffi::c_void, len: usize| {
+        // SAFETY: librdkafka's pointer and length, alive with the message.
+        (!data.is_null())
+            .then(|| unsafe { std::slice::from_raw_parts(data as *const u8, len) }.to_vec())
+    };
+    if m.err != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        let text = bytes(m.payload, m.len)
+            .map(|text| String::from_utf8_lossy(&text).into_owned())
+            .unwrap_or_else(|| error_text(m.err));
+        return Polled::Error(QueueError {
+            code: m.err.into(),
+            offset: (m.offset >= 0).then_some(m.offset),
+            text,
+        });
+    }
+    let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+    let millis = unsafe { rdsys::rd_kafka_message_timestamp(message, &mut kind) };
+    let timestamp = (kind != rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE)
+        .then(|| chrono::DateTime::from_timestamp_millis(millis))
+        .flatten();
+    Polled::Record(FetchedRecord {
+        offset: m.offset,
+        key: bytes(m.key, m.key_len),
+        payload: bytes(m.payload, m.len),
+        timestamp,
+    })
+}
+
+/// An error event's code, offset and text; `None` for an event that carries no error.
+///
+/// # Safety
+/// `event` must be a live error event.
+unsafe fn read_error(event: *mut rdsys::rd_kafka_event_t) -> Option<Polled> {
+    let err = unsafe { rdsys::rd_kafka_event_error(event) };
+    if err == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return None;
+    }
+    let text = unsafe { rdsys::rd_kafka_event_error_string(event) };
+    let text = if text.is_null() {
+        error_text(err)
+    } else {
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let tp = unsafe { rdsys::rd_kafka_event_topic_partition(event) };
+    let offset = if tp.is_null() {
+        None
+    } else {
+        let offset = unsafe { (*tp).offset };
+        unsafe { rdsys::rd_kafka_topic_partition_destroy(tp) };
+        (offset >= 0).then_some(offset)
+    };
+    Some(Polled::Error(QueueError {
+        code: err.into(),
+        offset,
+        text,
+    }))
+}
+
+fn error_text(err: rdsys::rd_kafka_resp_err_t) -> String {
+    // SAFETY: rd_kafka_err2str returns a static string for every code.
+    unsafe { CStr::from_ptr(rdsys::rd_kafka_err2str(err)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+impl<C: ConsumerContext> Drop for PartitionQueue<C> {
+    fn drop(&mut self) {
+        // SAFETY: disable the callback before the closure and the queue go away.
+        unsafe {
+            rdsys::rd_kafka_queue_cb_event_enable(self.queue, None, ptr::null_mut());
+            rdsys::rd_kafka_queue_destroy(self.queue);
+        }
+    }
+}
