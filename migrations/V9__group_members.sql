@@ -41,6 +41,10 @@ CREATE TABLE group_member_partitions (
     stuck_reason     text,
     paused           boolean     NOT NULL,
     guard_engaged    boolean     NOT NULL,
+    -- The member's own count of the times it was given the partition: a command carries the
+    -- generation it was asked for, and the owner refuses it once the partition went away and
+    -- came back in between.
+    generation       bigint,
     PRIMARY KEY (member_id, kafka_partition)
 );
 

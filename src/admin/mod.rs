@@ -148,6 +148,9 @@ impl Servers {
             actix::spawn(server);
         }
         self.state.group.start(self.state.monitor.clone());
+        self.state
+            .group
+            .spawn(routes::serve_routed_commands(self.state.clone()));
         ServersHandle {
             handles,
             state: self.state,

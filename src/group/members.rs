@@ -31,6 +31,8 @@ pub struct PartitionReport {
     pub paused: bool,
     /// Its guard against mass dead-lettering is engaged.
     pub guard_engaged: bool,
+    /// The member's own count of the times it was given the partition.
+    pub generation: Option<i64>,
 }
 
 impl PartitionReport {
@@ -53,11 +55,21 @@ impl PartitionReport {
             },
             paused: actor.is_some_and(|a| a.operator_paused),
             guard_engaged: actor.is_some_and(|a| a.guard.engaged),
+            generation: generation_of(view),
         }
     }
 }
 
 /// A member as the database has it.
+/// The generation of a partition as its owner counts it (the actor's, else its checkpoint's).
+pub fn generation_of(view: &crate::actors::status::PartitionView) -> Option<i64> {
+    view.actor
+        .as_ref()
+        .map(|a| a.generation)
+        .or_else(|| view.checkpoint.as_ref().map(|c| c.generation))
+        .and_then(|g| i64::try_from(g).ok())
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MemberRow {
     pub id: String,
@@ -96,16 +108,16 @@ const DROP_PARTITIONS: &str = "DELETE FROM group_member_partitions \
 
 const UPSERT_PARTITIONS: &str = "INSERT INTO group_member_partitions (member_id, \
        kafka_partition, state, watermark, committed_offset, end_offset, lag_records, lag_seconds, \
-       unknown_records, stuck_reason, paused, guard_engaged) \
+       unknown_records, stuck_reason, paused, guard_engaged, generation) \
      SELECT $1::text, t.* FROM unnest($2::int[], $3::text[], $4::bigint[], $5::bigint[], \
        $6::bigint[], $7::bigint[], $8::float8[], $9::int[], $10::text[], $11::bool[], \
-       $12::bool[]) AS t \
+       $12::bool[], $13::bigint[]) AS t \
      ON CONFLICT (member_id, kafka_partition) DO UPDATE SET state = EXCLUDED.state, \
        watermark = EXCLUDED.watermark, committed_offset = EXCLUDED.committed_offset, \
        end_offset = EXCLUDED.end_offset, lag_records = EXCLUDED.lag_records, \
        lag_seconds = EXCLUDED.lag_seconds, unknown_records = EXCLUDED.unknown_records, \
        stuck_reason = EXCLUDED.stuck_reason, paused = EXCLUDED.paused, \
-       guard_engaged = EXCLUDED.guard_engaged";
+       guard_engaged = EXCLUDED.guard_engaged, generation = EXCLUDED.generation";
 
 /// Publishes this member and its partitions in one transaction: the member's heartbeat, the
 /// rows of the partitions it owns, none of the ones it no longer owns.
@@ -170,6 +182,7 @@ pub async fn publish(
                     &stuck,
                     &paused,
                     &guard,
+                    &column(|p| p.generation),
                 ],
             )
             .await?;
@@ -214,7 +227,7 @@ const GROUP_MEMBERS: &str = "SELECT member_id, host, pid, version, client_id, ka
 
 const GROUP_PARTITIONS: &str = "SELECT p.member_id, p.kafka_partition, p.state, p.watermark, \
        p.committed_offset, p.end_offset, p.lag_records, p.lag_seconds, p.unknown_records, \
-       p.stuck_reason, p.paused, p.guard_engaged \
+       p.stuck_reason, p.paused, p.guard_engaged, p.generation \
      FROM group_member_partitions p JOIN group_members m USING (member_id) \
      WHERE m.consumer_group = $1 AND m.topic = $2 ORDER BY p.kafka_partition";
 
@@ -259,6 +272,7 @@ pub async fn read(pool: &Pool, group: &str, topic: &str) -> Result<Vec<MemberRow
             stuck_reason: row.get(9),
             paused: row.get(10),
             guard_engaged: row.get(11),
+            generation: row.get(12),
         });
     }
     Ok(rows)

@@ -8,6 +8,7 @@
 //! [`status`] (a partition's status judged over a window, Burrow's way), [`view`] (all of it
 //! on one page).
 
+pub mod commands;
 pub mod identity;
 pub mod members;
 pub mod probe;
@@ -48,6 +49,8 @@ pub struct GroupMember {
     database: Database,
     /// The group as Kafka tells it.
     probe: KafkaProbe,
+    /// The member's listening connection (routed commands and their answers).
+    pub listener: Arc<commands::Listener>,
     stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -93,6 +96,7 @@ impl GroupMember {
             pool,
             database,
             probe: KafkaProbe::new(probe),
+            listener: Arc::new(commands::Listener::default()),
             stop: watch::channel(false).0,
             tasks: Mutex::new(Vec::new()),
         }
@@ -141,6 +145,11 @@ impl GroupMember {
         };
         let stop = self.stop.subscribe();
         self.spawn(publisher.run(stop));
+        let listener = self.listener.clone();
+        let database = self.database.clone();
+        let id = self.member.id.clone();
+        let stop = self.stop.subscribe();
+        self.spawn(async move { listener.run(&database, &id, stop).await });
     }
 
     /// Runs `task` until the member stops.

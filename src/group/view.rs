@@ -95,6 +95,8 @@ pub struct PartitionRow {
     pub unknown: Option<i32>,
     pub paused: bool,
     pub guard_engaged: bool,
+    /// The owner's count of the times it was given the partition (a routed command carries it).
+    pub generation: Option<i64>,
 }
 
 /// The group.
@@ -176,12 +178,23 @@ pub fn build(inputs: &Inputs<'_>) -> GroupView {
         Ok(d) => (Some(d), Some(d.state.clone())),
         Err(_) => (None, None),
     };
-    // Kafka's assignments are the truth while the group is stable and every one was read.
-    let trusted = description
-        .filter(|d| d.state == "Stable" && d.members.iter().all(|m| m.unreadable.is_none()));
+    // Kafka's assignments are the truth while the group is stable and every one was read. A
+    // stable group described without members while live members publish partitions is a
+    // broker that does not tell its members (tansu 0.6 answers so), not a group nobody consumes.
+    let publishing = members.iter().any(|m| alive(m) && !m.partitions.is_empty());
+    let trusted = description.filter(|d| {
+        d.state == "Stable"
+            && d.members.iter().all(|m| m.unreadable.is_none())
+            && (!d.members.is_empty() || !publishing)
+    });
     match (description, trusted) {
         (None, _) => notes.push(
             "Kafka did not describe the group: owners are shown as the members publish them"
+                .to_owned(),
+        ),
+        (Some(d), None) if d.state == "Stable" => notes.push(
+            "Kafka described the group without its members' assignments: owners are shown as \
+             the members publish them"
                 .to_owned(),
         ),
         (Some(d), None) => notes.push(format!(
@@ -394,6 +407,7 @@ fn row(partition: i32, owner: &Owner<'_>, kafka: &KafkaView) -> PartitionRow {
         unknown: report.map(|r| r.unknown),
         paused: report.is_some_and(|r| r.paused),
         guard_engaged: report.is_some_and(|r| r.guard_engaged),
+        generation: report.and_then(|r| r.generation),
     }
 }
 
@@ -418,6 +432,7 @@ mod tests {
             stuck_reason: None,
             paused: false,
             guard_engaged: false,
+            generation: Some(1),
         }
     }
 
@@ -543,6 +558,8 @@ mod tests {
                 protocol: String::new(),
                 members: vec![],
             }),
+            // tansu 0.6: stable, no members told.
+            stable(vec![]),
         ] {
             let view = build_view(&members, &kafka(description));
             assert_eq!(view.owners_from, "members");

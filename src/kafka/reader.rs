@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::fetched;
 use crate::config::KafkaConnection;
@@ -106,9 +107,27 @@ pub enum Found {
     Read,
 }
 
+/// The reader's context: the end of a partition, which the reader asks for
+/// (`enable.partition.eof`), is how it knows it read everything, not an error to log (the group
+/// page reads the ends every few seconds); any other error is logged as librdkafka's.
+pub struct ReaderContext;
+
+impl ClientContext for ReaderContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        match error.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::PartitionEOF) => {
+                tracing::trace!(reason, "reader reached a partition's end")
+            }
+            _ => tracing::warn!(error = %error, reason, "librdkafka (topic reader)"),
+        }
+    }
+}
+
+impl ConsumerContext for ReaderContext {}
+
 /// A throwaway reader of one topic.
 pub struct TopicReader {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<ReaderContext>,
     topic: String,
 }
 
@@ -130,7 +149,9 @@ impl TopicReader {
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true")
             .set("auto.offset.reset", "earliest");
-        let consumer = client.create().map_err(ReaderError::Create)?;
+        let consumer = client
+            .create_with_context(ReaderContext)
+            .map_err(ReaderError::Create)?;
         Ok(TopicReader {
             consumer,
             topic: config.topic.clone(),

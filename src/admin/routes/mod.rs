@@ -17,6 +17,7 @@ mod group;
 mod pages;
 mod remedies;
 mod rewind;
+mod routed;
 mod session;
 
 use actix_web::http::StatusCode;
@@ -49,6 +50,7 @@ use crate::inbox::PgInboxError;
 use pages::dead_letter_link;
 
 pub(super) use gate::read_gate;
+pub use routed::serve as serve_routed_commands;
 
 pub(super) type State = web::Data<AdminState>;
 

@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::routed::{Routed, owned_here, route};
 use super::*;
 use crate::admin::rewind::{self as live, RewindPage, Scope};
 use crate::domain::parse_point_in_time;
@@ -38,6 +39,17 @@ async fn form_step(
         let principal = authorize(state, request, form.csrf.as_deref()).await?;
         let scope = scope?;
         let to = parse_to(form.to.as_deref())?;
+        if let Scope::Partition(partition) = scope
+            && !owned_here(state, partition).await?
+        {
+            let actor = principal.describe(request);
+            let routed = if confirm {
+                Routed::Rewind { to }
+            } else {
+                Routed::RewindPlan { to }
+            };
+            return Ok(route(state, &actor, partition, routed).await?.page());
+        }
         let title = format!("Rewind {}", scope.describe());
         let page = if confirm {
             let actor = principal.describe(request);
@@ -113,6 +125,17 @@ async fn api_step(
     };
     let scope = scope?;
     let to = parse_to(query.to.as_deref())?;
+    if let Scope::Partition(partition) = scope
+        && !owned_here(state, partition).await?
+    {
+        let actor = principal.describe(request);
+        let routed = if dry_run {
+            Routed::RewindPlan { to }
+        } else {
+            Routed::Rewind { to }
+        };
+        return Ok(route(state, &actor, partition, routed).await?.response());
+    }
     let body = if dry_run {
         let plan = live::plan(state, scope, to).await?;
         serde_json::json!({ "dry_run": true, "plan": plan })
