@@ -179,13 +179,14 @@ pub fn build(inputs: &Inputs<'_>) -> GroupView {
         Err(_) => (None, None),
     };
     // Kafka's assignments are the truth while the group is stable and every one was read. A
-    // stable group described without members while live members publish partitions is a
-    // broker that does not tell its members (tansu 0.6 answers so), not a group nobody consumes.
+    // stable group described without members, or without an assignment, while live members
+    // publish partitions is a broker that does not tell them (tansu 0.6), not a group nobody
+    // consumes.
     let publishing = members.iter().any(|m| alive(m) && !m.partitions.is_empty());
     let trusted = description.filter(|d| {
         d.state == "Stable"
             && d.members.iter().all(|m| m.unreadable.is_none())
-            && (!d.members.is_empty() || !publishing)
+            && (d.members.iter().any(|m| !m.partitions.is_empty()) || !publishing)
     });
     match (description, trusted) {
         (None, _) => notes.push(
@@ -558,8 +559,12 @@ mod tests {
                 protocol: String::new(),
                 members: vec![],
             }),
-            // tansu 0.6: stable, no members told.
+            // tansu 0.6: stable, no members told, or members without their assignments.
             stable(vec![]),
+            stable(vec![
+                assigned("kafka-a", "x", &[]),
+                assigned("kafka-b", "y", &[]),
+            ]),
         ] {
             let view = build_view(&members, &kafka(description));
             assert_eq!(view.owners_from, "members");

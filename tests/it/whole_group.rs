@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
-use crate::support::kafka::{Broker, TestKafka, produce};
+use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::support::kafka::{Broker, TestKafka, produce, wait_committed};
 use crate::support::service::ServiceProcess;
 
 /// The admin token of the members (actions need it).
@@ -260,4 +260,245 @@ async fn every_member_shows_the_whole_group_with_each_partitions_true_owner_and_
     );
     let moved = wait_true_owners(&kafka, &a, &[&a, &b]).await;
     assert_eq!(moved.len(), 6);
+}
+
+/// `POST path` on `member`'s admin with the bearer token: the status and the JSON body.
+pub async fn post_api(member: &Member, path: &str, body: Option<Value>) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let mut request = client
+        .post(format!("http://{}{path}", member.process.admin))
+        .header("Authorization", format!("Bearer {TOKEN}"));
+    if let Some(body) = body {
+        request = request
+            .header("Content-Type", "application/json")
+            .body(body.to_string());
+    }
+    let response = request.send().await.expect("the member answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("a body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// A row of `group view`'s partitions.
+fn partition_row(view: &Value, partition: i64) -> Value {
+    view["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["partition"] == partition)
+        .cloned()
+        .unwrap()
+}
+
+#[actix_web::test]
+async fn an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused_on_the_mock()
+ {
+    an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused(
+        Broker::Mock,
+    )
+    .await;
+}
+
+#[actix_web::test]
+async fn an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused_on_tansu()
+ {
+    an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused(
+        Broker::Tansu,
+    )
+    .await;
+}
+
+async fn an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused(
+    broker: Broker,
+) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 4).await;
+    let group = unique_name("group");
+    let timeout = ["--command-timeout", "3s"];
+    let a = Member::start(&db, &kafka, &group, &timeout).await;
+    let b = Member::start(&db, &kafka, &group, &timeout).await;
+    let truth = wait_true_owners(&kafka, &a, &[&a, &b]).await;
+    let owned_by = |member: &Member| -> Vec<i64> {
+        truth
+            .iter()
+            .filter(|(_, o)| o.as_deref() == Some(member.id.as_str()))
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    let (on_a, on_b) = (owned_by(&a), owned_by(&b));
+    let p = on_b[0];
+    eprintln!("A {} owns {on_a:?}, B {} owns {on_b:?}", a.id, b.id);
+
+    // A pause asked on A for B's partition runs on B, and A gives B's answer.
+    let (status, answer) = post_api(&a, &format!("/api/partitions/{p}/actions/pause"), None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["routed_to"], b.id.as_str(), "{answer}");
+    assert_eq!(answer["outcome"], "done", "{answer}");
+    assert_eq!(answer["result"], "ok", "{answer}");
+    let paused = b
+        .process
+        .get_json(&format!("/api/partitions/{p}"))
+        .await
+        .expect("B's partition");
+    assert_eq!(paused["actor"]["operator_paused"], true, "{paused}");
+    // Audited on B with who asked on which member.
+    let actions = b.process.get_json("/api/actions").await.unwrap();
+    let audited = actions["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["action"] == "pause" && r["partition"] == p)
+        .cloned()
+        .unwrap_or_else(|| panic!("the pause is audited: {actions}"));
+    let actor = audited["actor"].as_str().unwrap();
+    assert!(
+        actor.starts_with("api token from 127.0.0.1 at member ") && actor.contains(&a.id),
+        "{audited}"
+    );
+
+    // Records arrive: every partition but the paused one is committed to its end.
+    produce(&kafka, 0..80).await;
+    let ends = kafka.ends().await;
+    wait_for(
+        Duration::from_secs(60),
+        "the other partitions to be committed",
+        || async {
+            let view = a.group().await?;
+            let others = (0..4_i64)
+                .filter(|q| *q != p)
+                .all(|q| partition_row(&view, q)["committed"].as_i64() == Some(ends[q as usize]));
+            others.then_some(())
+        },
+    )
+    .await;
+    let view = a.group().await.unwrap();
+    let held = partition_row(&view, p);
+    assert!(
+        held["committed"].as_i64().unwrap_or(0) < ends[p as usize],
+        "the paused partition is not committed while records arrive: {view}"
+    );
+    assert_eq!(held["owner"], b.id.as_str(), "{view}");
+    assert_eq!(held["paused"], true, "{view}");
+    assert_eq!(held["status"], "paused", "{view}");
+
+    // Resume, asked on A: B commits the partition to its end.
+    let (status, answer) = post_api(&a, &format!("/api/partitions/{p}/actions/resume"), None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["routed_to"], b.id.as_str());
+    wait_committed(&kafka, &group, &ends, Duration::from_secs(60)).await;
+    assert_stored_once(&db, 80).await;
+
+    // A command for a partition that is not (or no more) the addressee's is refused by it, and
+    // taken once.
+    let client = db.pool.get().await.unwrap();
+    let refused_id: i64 = client
+        .query_one(
+            "WITH c AS (INSERT INTO group_commands (consumer_group, topic, kafka_partition, \
+               owner_member_id, action, arguments, asked_by, asked_from_member) \
+               VALUES ($1, $2, $3, $4, 'pause', '{}', 'test', 'test') RETURNING id) \
+             SELECT id FROM c, pg_notify('history_group_commands', $4)",
+            &[&group, &kafka.topic, &(on_a[0] as i32), &b.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let moved_id: i64 = client
+        .query_one(
+            "WITH c AS (INSERT INTO group_commands (consumer_group, topic, kafka_partition, \
+               owner_member_id, action, arguments, asked_by, asked_from_member) \
+               VALUES ($1, $2, $3, $4, 'pause', '{\"generation\": 999}', 'test', 'test') \
+               RETURNING id) \
+             SELECT id FROM c, pg_notify('history_group_commands', $4)",
+            &[&group, &kafka.topic, &(p as i32), &b.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for (id, says) in [
+        (refused_id, "is not owned by member"),
+        (moved_id, "came back after the command was asked"),
+    ] {
+        let answer: Value = wait_for(Duration::from_secs(10), "B's refusal", || async {
+            let row = client
+                .query_one(
+                    "SELECT answer::text, taken_at IS NOT NULL FROM group_commands WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .ok()?;
+            let answer: Option<&str> = row.get(0);
+            assert!(row.get::<_, bool>(1), "answered commands were taken");
+            serde_json::from_str(answer?).ok()
+        })
+        .await;
+        assert_eq!(answer["outcome"], "refused", "{answer}");
+        assert_eq!(answer["by"], b.id.as_str());
+        assert!(
+            answer["message"].as_str().unwrap().contains(says),
+            "{answer}"
+        );
+    }
+    let status = b.process.get_json("/api/status").await.unwrap();
+    for partition in status["partitions"].as_array().unwrap() {
+        assert_eq!(partition["actor"]["operator_paused"], false, "{partition}");
+    }
+    let a_status = a
+        .process
+        .get_json(&format!("/api/partitions/{}", on_a[0]))
+        .await
+        .unwrap();
+    assert_eq!(
+        a_status["actor"]["operator_paused"], false,
+        "never applied to A"
+    );
+
+    // An owner that does not answer: the command is withdrawn with a clear message. (A member
+    // row that publishes a partition nobody else does, and never takes commands.)
+    client
+        .execute(
+            "INSERT INTO group_members (member_id, consumer_group, topic, host, pid, version, \
+               client_id, started_at, heartbeat_at) \
+             VALUES ('silent-1', $1, $2, 'nowhere', 1, 'x', 'silent', now(), now() + interval '1 hour')",
+            &[&group, &kafka.topic],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO group_member_partitions (member_id, kafka_partition, state, \
+               unknown_records, paused, guard_engaged) VALUES ('silent-1', 77, 'running', 0, false, false)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    let (status, answer) = post_api(&a, "/api/partitions/77/actions/retry_now", None).await;
+    assert_eq!(status, 504, "{answer}");
+    assert_eq!(answer["outcome"], "expired", "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not take the command within 3 s: it was withdrawn and will not run"),
+        "{answer}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        asked.elapsed()
+    );
+    let never_taken = db
+        .scalar("SELECT count(*) FROM group_commands WHERE owner_member_id = 'silent-1' AND taken_at IS NULL AND answer->>'outcome' = 'expired'")
+        .await;
+    assert_eq!(never_taken, 1);
+    // No live member owns it: refused at once.
+    let (status, answer) = post_api(&a, "/api/partitions/55/actions/pause", None).await;
+    assert_eq!(status, 409, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("no live member"),
+        "{answer}"
+    );
 }
