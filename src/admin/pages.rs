@@ -632,6 +632,56 @@ pub struct GroupPage {
     pub members: Vec<GroupMemberRow>,
     pub foreign: Vec<ForeignRow>,
     pub rows: Vec<GroupPartitionRow>,
+    /// The answer to an action carried to another member, after its form.
+    pub command: Option<CommandNotice>,
+}
+
+/// What became of an action carried to another member, as the group page shows it.
+pub struct CommandNotice {
+    pub id: i64,
+    pub partition: String,
+    pub action: String,
+    pub owner: String,
+    /// `done`, `refused`, `failed`, `expired`, or `waiting` (not answered yet).
+    pub outcome: String,
+    pub message: String,
+    /// The rewind's confirmation: the time to confirm it for.
+    pub confirm_to: Option<String>,
+}
+
+impl CommandNotice {
+    pub fn of(asked: &crate::group::commands::Asked) -> CommandNotice {
+        use crate::group::commands::Outcome;
+        let (outcome, message) = match &asked.answer {
+            Some(answer) => (answer.outcome.as_str().to_owned(), answer.message.clone()),
+            None => (
+                "waiting".to_owned(),
+                "not answered yet; reload to see the owner's answer".to_owned(),
+            ),
+        };
+        let confirm_to = asked
+            .answer
+            .as_ref()
+            .filter(|a| asked.action == "rewind_plan" && a.outcome == Outcome::Done)
+            .and_then(|a| a.body["plan"]["to"].as_str().map(str::to_owned));
+        CommandNotice {
+            id: asked.id,
+            partition: asked.partition.map(|p| p.to_string()).unwrap_or_default(),
+            action: asked.action.clone(),
+            owner: asked.owner.clone(),
+            outcome,
+            message,
+            confirm_to,
+        }
+    }
+
+    /// The notice's colour.
+    pub fn class(&self) -> &'static str {
+        match self.outcome.as_str() {
+            "done" | "waiting" => "info",
+            _ => "error",
+        }
+    }
 }
 
 impl GroupPage {
@@ -675,6 +725,7 @@ impl GroupPage {
                 })
                 .collect(),
             rows: GroupPartitionRow::list(view),
+            command: None,
         }
     }
 }

@@ -502,3 +502,153 @@ async fn an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_
         "{answer}"
     );
 }
+
+/// Where screenshots go: kept with the build, not in the source tree.
+fn artifact(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser")
+        .join(name)
+}
+
+#[actix_web::test]
+async fn the_group_page_fits_1280_pixels_with_64_partitions_and_shows_a_stuck_partition_of_another_member_first()
+ {
+    let db = test_database().await;
+    // One refused row in a row engages the guard: its partition is stuck.
+    crate::poison::refuse_rows(&db, "NEW.ticket_id = 'ticket-stuck'").await;
+    let kafka = TestKafka::start_on(Broker::Mock, 64).await;
+    let group = unique_name("group");
+    let extra = ["--max-consecutive-rejections", "0"];
+    let a = Member::start(&db, &kafka, &group, &extra).await;
+    let b = Member::start(&db, &kafka, &group, &extra).await;
+    let truth = wait_true_owners(&kafka, &a, &[&a, &b]).await;
+    let on_b: Vec<i64> = truth
+        .iter()
+        .filter(|(_, o)| o.as_deref() == Some(b.id.as_str()))
+        .map(|(p, _)| *p)
+        .collect();
+    let stuck = on_b[on_b.len() / 2];
+    // Eight more members, as the page would list them (rows only: they own nothing).
+    let client = db.pool.get().await.unwrap();
+    for i in 0..8 {
+        client
+            .execute(
+                "INSERT INTO group_members (member_id, consumer_group, topic, host, pid, version, \
+                   client_id, admin_url, started_at, heartbeat_at) \
+                 VALUES ($1, $2, $3, $4, 4242, '0.1.0', 'history-consumer-x', \
+                   'https://history-consumer-member.internal.example:8080', now(), now() + interval '1 hour')",
+                &[
+                    &format!("history-{i}-4242-abcd"),
+                    &group,
+                    &kafka.topic,
+                    &format!("history-consumer-{i}.internal.example"),
+                ],
+            )
+            .await
+            .unwrap();
+    }
+    let producer = kafka.producer();
+    for partition in 0..64 {
+        let body = crate::support::kafka::payload(
+            &format!("event-{partition}"),
+            &format!("ticket-{partition}"),
+            "open",
+            "resolved",
+            "2026-10-03T08:00:00Z",
+        );
+        kafka.send(&producer, Some(partition), "k", &body).await;
+    }
+    let poison = crate::support::kafka::payload(
+        "event-stuck",
+        "ticket-stuck",
+        "open",
+        "resolved",
+        "2026-10-03T08:00:00Z",
+    );
+    kafka.send(&producer, Some(stuck as i32), "k", &poison).await;
+    wait_for(
+        Duration::from_secs(60),
+        "B's partition to show stuck on A's group page",
+        || async {
+            let view = a.group().await?;
+            let first = &view["partitions"][0];
+            (first["partition"] == stuck && first["status"] == "stuck").then_some(())
+        },
+    )
+    .await;
+
+    let browser = crate::support::webdriver::Browser::start().await;
+    browser.set_window_size(1280, 900).await;
+    browser
+        .goto(&format!("http://{}/group", a.process.admin))
+        .await;
+    browser.wait_for_element("#group-rows tr.stuck").await;
+    assert_eq!(
+        browser.attribute("#group-rows tr", "data-partition").await,
+        stuck.to_string(),
+        "the stuck partition sorts first"
+    );
+    let first = browser.text("#group-rows tr").await;
+    assert!(first.contains("stuck"), "{first}");
+    assert!(
+        browser
+            .attribute("#group-rows tr a.partition", "href")
+            .await
+            .starts_with(&format!("http://{}/partitions/{stuck}", b.process.admin)),
+        "the stuck partition links to its page on B"
+    );
+    let rows = browser
+        .execute("return document.querySelectorAll('#group-rows tr').length;")
+        .await;
+    assert_eq!(rows, 64);
+    let members = browser
+        .execute("return document.querySelectorAll('#member-rows tr').length;")
+        .await;
+    assert_eq!(members, 10);
+    let sizes = browser
+        .execute(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth, \
+             window.innerWidth];",
+        )
+        .await;
+    let (scroll, client_width, inner) = (
+        sizes[0].as_i64().unwrap(),
+        sizes[1].as_i64().unwrap(),
+        sizes[2].as_i64().unwrap(),
+    );
+    assert!(inner >= 1264, "the window is 1280 pixels wide: {sizes}");
+    browser.screenshot(&artifact("group-1280.png")).await;
+    assert!(
+        scroll <= client_width,
+        "the group page scrolls sideways at 1280 pixels: {scroll} > {client_width}"
+    );
+
+    // Signed in on A, the operator pauses B's stuck partition from A's group page: B's answer
+    // is shown.
+    browser
+        .goto(&format!("http://{}/login?next=/group", a.process.admin))
+        .await;
+    browser.wait_for_element("#token").await;
+    browser.type_into("#token", TOKEN).await;
+    browser.click("#sign-in").await;
+    browser
+        .wait_for_element(&format!("#pause-{stuck}"))
+        .await;
+    browser.click(&format!("#pause-{stuck}")).await;
+    browser.wait_for_element("#command-answer").await;
+    let answer = browser.text("#command-answer").await;
+    assert_eq!(
+        browser.attribute("#command-answer", "data-outcome").await,
+        "done",
+        "{answer}"
+    );
+    assert!(answer.contains(&b.id), "{answer}");
+    assert!(answer.contains("pause done on partition"), "{answer}");
+    browser.screenshot(&artifact("group-routed-pause.png")).await;
+    let paused = b
+        .process
+        .get_json(&format!("/api/partitions/{stuck}"))
+        .await
+        .unwrap();
+    assert_eq!(paused["actor"]["operator_paused"], true, "{paused}");
+}

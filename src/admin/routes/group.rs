@@ -3,8 +3,9 @@
 
 use super::*;
 use crate::admin::pages::{
-    GroupMemberRow, GroupMembersFragment, GroupPage, GroupPartitionRow, GroupRowsFragment,
+    CommandNotice, GroupMemberRow, GroupMembersFragment, GroupPage, GroupPartitionRow, GroupRowsFragment,
 };
+use crate::group::commands;
 use crate::group::view::GroupView;
 
 /// The group as this member sees it now.
@@ -16,12 +17,38 @@ pub(super) async fn group_view(state: &AdminState) -> Result<GroupView, AdminErr
         .map_err(|e| AdminError::database("group members", e))
 }
 
+#[derive(Deserialize)]
+pub(super) struct GroupQuery {
+    /// A command carried to another member, whose answer the page shows.
+    command: Option<String>,
+}
+
 #[get("/group")]
-pub(super) async fn group_page(state: State, request: HttpRequest) -> HttpResponse {
+pub(super) async fn group_page(
+    state: State,
+    request: HttpRequest,
+    query: web::Query<GroupQuery>,
+) -> HttpResponse {
     let page = async {
+        let command = match query.command.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => {
+                let id = text.parse::<i64>().map_err(|_| {
+                    AdminError::BadRequest(format!("command must be a number, got {:?}", truncate(text)))
+                })?;
+                let member = &state.group.member;
+                let asked = commands::read(&state.pages_pool, id, &member.group, &member.topic)
+                    .await
+                    .map_err(|e| AdminError::database("group commands", e))?
+                    .ok_or_else(|| AdminError::NotFound(format!("there is no command {id}")))?;
+                Some(CommandNotice::of(&asked))
+            }
+        };
         let view = group_view(&state).await?;
         let layout = layout(&state, &request, format!("Group {}", view.group));
-        Ok(html(StatusCode::OK, &GroupPage::new(layout, &view)))
+        let mut page = GroupPage::new(layout, &view);
+        page.command = command;
+        Ok(html(StatusCode::OK, &page))
     };
     page_or_error(&state, &request, page.await)
 }
