@@ -557,6 +557,14 @@ pub fn partition_list(partitions: &[i32]) -> String {
 }
 
 impl GroupMemberRow {
+    /// The admin URL without its scheme, for the link's text.
+    pub fn admin_label(&self) -> &str {
+        self.admin_url
+            .strip_prefix("https://")
+            .or_else(|| self.admin_url.strip_prefix("http://"))
+            .unwrap_or(&self.admin_url)
+    }
+
     pub fn list(view: &GroupView) -> Vec<GroupMemberRow> {
         view.members
             .iter()

@@ -79,7 +79,7 @@ pub struct PartitionRow {
     /// The member of ours that owns it (`None`: nobody, a foreign member, or a gone one).
     pub owner: Option<String>,
     pub owner_kind: OwnerKind,
-    /// Who owns it in words: a member's host, a foreign member's client id, the gone member.
+    /// Who owns it in words: a member's id, a foreign member's client id, the gone member.
     pub owner_label: String,
     /// The owner's admin URL, for a link.
     pub owner_url: Option<String>,
@@ -364,10 +364,11 @@ fn row(partition: i32, owner: &Owner<'_>, kafka: &KafkaView) -> PartitionRow {
         report.and_then(|r| r.stuck_reason.as_deref()),
     );
     let (owner_id, owner_kind, owner_label, owner_url) = match owner {
+        // The member id names the host and the process: members often share a host name.
         Owner::Member(m) => (
             Some(m.id.clone()),
             OwnerKind::Member,
-            m.host.clone(),
+            m.id.clone(),
             m.admin_url.clone(),
         ),
         Owner::Foreign(f) => (

@@ -618,6 +618,12 @@ async fn the_group_page_fits_1280_pixels_with_64_partitions_and_shows_a_stuck_pa
     );
     assert!(inner >= 1264, "the window is 1280 pixels wide: {sizes}");
     browser.screenshot(&artifact("group-1280.png")).await;
+    browser
+        .execute("window.scrollTo(0, document.getElementById('group-partitions').offsetTop - 60);")
+        .await;
+    browser
+        .screenshot(&artifact("group-1280-partitions.png"))
+        .await;
     assert!(
         scroll <= client_width,
         "the group page scrolls sideways at 1280 pixels: {scroll} > {client_width}"
