@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn statuses_sort_worst_first() {
-        let mut all = vec![
+        let mut all = [
             Status::Ok,
             Status::Paused,
             Status::Lagging,

@@ -231,10 +231,10 @@ async fn every_member_shows_the_whole_group_with_each_partitions_true_owner_and_
                         "a gone member owns nothing: {view}"
                     );
                 }
-                if c_partitions.iter().all(|p| owners[p].is_none()) {
-                    if seen_gone_and_unowned.get().is_none() {
-                        seen_gone_and_unowned.set(Some(killed_at.elapsed()));
-                    }
+                if c_partitions.iter().all(|p| owners[p].is_none())
+                    && seen_gone_and_unowned.get().is_none()
+                {
+                    seen_gone_and_unowned.set(Some(killed_at.elapsed()));
                 }
             }
             let moved = owners.values().all(|o| {
@@ -565,7 +565,9 @@ async fn the_group_page_fits_1280_pixels_with_64_partitions_and_shows_a_stuck_pa
         "resolved",
         "2026-10-03T08:00:00Z",
     );
-    kafka.send(&producer, Some(stuck as i32), "k", &poison).await;
+    kafka
+        .send(&producer, Some(stuck as i32), "k", &poison)
+        .await;
     wait_for(
         Duration::from_secs(60),
         "B's partition to show stuck on A's group page",
@@ -637,9 +639,7 @@ async fn the_group_page_fits_1280_pixels_with_64_partitions_and_shows_a_stuck_pa
     browser.wait_for_element("#token").await;
     browser.type_into("#token", TOKEN).await;
     browser.click("#sign-in").await;
-    browser
-        .wait_for_element(&format!("#pause-{stuck}"))
-        .await;
+    browser.wait_for_element(&format!("#pause-{stuck}")).await;
     browser.click(&format!("#pause-{stuck}")).await;
     browser.wait_for_element("#command-answer").await;
     let answer = browser.text("#command-answer").await;
@@ -650,7 +650,9 @@ async fn the_group_page_fits_1280_pixels_with_64_partitions_and_shows_a_stuck_pa
     );
     assert!(answer.contains(&b.id), "{answer}");
     assert!(answer.contains("pause done on partition"), "{answer}");
-    browser.screenshot(&artifact("group-routed-pause.png")).await;
+    browser
+        .screenshot(&artifact("group-routed-pause.png"))
+        .await;
     let paused = b
         .process
         .get_json(&format!("/api/partitions/{stuck}"))

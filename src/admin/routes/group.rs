@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::admin::pages::{
-    CommandNotice, GroupMemberRow, GroupMembersFragment, GroupPage, GroupPartitionRow, GroupRowsFragment,
+    CommandNotice, GroupMemberRow, GroupMembersFragment, GroupPage, GroupPartitionRow,
+    GroupRowsFragment,
 };
 use crate::group::commands;
 use crate::group::view::GroupView;
@@ -34,7 +35,10 @@ pub(super) async fn group_page(
             None | Some("") => None,
             Some(text) => {
                 let id = text.parse::<i64>().map_err(|_| {
-                    AdminError::BadRequest(format!("command must be a number, got {:?}", truncate(text)))
+                    AdminError::BadRequest(format!(
+                        "command must be a number, got {:?}",
+                        truncate(text)
+                    ))
                 })?;
                 let member = &state.group.member;
                 let asked = commands::read(&state.pages_pool, id, &member.group, &member.topic)
