@@ -156,9 +156,10 @@ pub(super) async fn route(
         )
         .await;
         return Err(AdminError::Conflict(format!(
-            "no live member of the group owns partition {partition} (its owner is gone, \
-             publishes nothing, or the partition does not exist): there is nobody to carry \
-             the action out; the group page shows every partition's owner"
+            "{}, and no live member of the group owns it (its owner is gone, publishes \
+             nothing, or the partition does not exist): there is nobody to carry the action \
+             out; the group page shows every partition's owner",
+            NotOwned(partition)
         )));
     };
     let group = &state.group;
