@@ -660,3 +660,107 @@ async fn the_group_page_fits_1280_pixels_with_64_partitions_and_shows_a_stuck_pa
         .unwrap();
     assert_eq!(paused["actor"]["operator_paused"], true, "{paused}");
 }
+
+/// Redeliveries `member` counted since it started, from its `/metrics`.
+async fn redeliveries(member: &Member) -> u64 {
+    let body = reqwest::get(format!("http://{}/metrics", member.process.admin))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("a body");
+    body.lines()
+        .filter(|l| {
+            l.starts_with("history_duplicates_total{") && l.contains("cause=\"redelivery\"")
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
+        .sum()
+}
+
+#[actix_web::test]
+async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly_on_the_mock()
+{
+    a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly_on_tansu() {
+    a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly(Broker::Tansu)
+        .await;
+}
+
+async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly(
+    broker: Broker,
+) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let group = unique_name("group");
+    let a = Member::start(&db, &kafka, &group, &[]).await;
+    let b = Member::start(&db, &kafka, &group, &[]).await;
+    let truth = wait_true_owners(&kafka, &a, &[&a, &b]).await;
+    let p = *truth
+        .iter()
+        .find(|(_, o)| o.as_deref() == Some(b.id.as_str()))
+        .expect("B owns a partition")
+        .0;
+    produce(&kafka, 0..20).await;
+    let at_middle = kafka.ends().await;
+    let middle = crate::support::kafka::a_moment_between().await;
+    produce(&kafka, 20..40).await;
+    let ends = kafka.ends().await;
+    wait_committed(&kafka, &group, &ends, Duration::from_secs(60)).await;
+    let replay = ends[p as usize] - at_middle[p as usize];
+    assert!(
+        replay > 0,
+        "records after the middle in partition {p}: {ends:?}"
+    );
+
+    // The confirmation step, asked on A, answered by B.
+    let path = format!(
+        "/api/partitions/{p}/rewind?to={}",
+        crate::support::kafka::point_in_time(middle)
+    );
+    let (status, plan) = post_api(&a, &format!("{path}&dry_run=true"), None).await;
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(plan["routed_to"], b.id.as_str(), "{plan}");
+    let row = &plan["plan"]["partitions"][0];
+    assert_eq!(row["partition"], p, "{plan}");
+    assert_eq!(row["position"], ends[p as usize], "{plan}");
+    assert_eq!(row["target"]["offset"], at_middle[p as usize], "{plan}");
+    assert_eq!(plan["plan"]["replayed"], replay, "{plan}");
+    assert_eq!(redeliveries(&b).await, 0, "a dry run changes nothing");
+
+    // The rewind, asked on A, carried out by B: exactly the records after the middle again.
+    let (status, done) = post_api(&a, &path, None).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["routed_to"], b.id.as_str(), "{done}");
+    let result = &done["partitions"][0];
+    assert_eq!(result["error"], Value::Null, "{done}");
+    assert_eq!(result["decision"]["from"], ends[p as usize], "{done}");
+    assert_eq!(result["decision"]["to"], at_middle[p as usize], "{done}");
+    let replayed = wait_for(Duration::from_secs(60), "B to replay", || async {
+        let counted = redeliveries(&b).await;
+        (counted >= replay as u64).then_some(counted)
+    })
+    .await;
+    wait_committed(&kafka, &group, &ends, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(replayed, replay as u64);
+    assert_eq!(redeliveries(&b).await, replay as u64, "exactly once more");
+    assert_eq!(redeliveries(&a).await, 0, "A replayed nothing");
+    assert_stored_once(&db, 40).await;
+    // Audited on B, with who asked on A.
+    let actions = b.process.get_json("/api/actions").await.unwrap();
+    let audited = actions["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["action"] == "rewind" && r["partition"] == p)
+        .cloned()
+        .unwrap_or_else(|| panic!("the rewind is audited: {actions}"));
+    assert!(
+        audited["actor"].as_str().unwrap().contains(&a.id),
+        "{audited}"
+    );
+}
