@@ -763,4 +763,44 @@ async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_e
         audited["actor"].as_str().unwrap().contains(&a.id),
         "{audited}"
     );
+
+    // Every partition of the group, asked on A: each member's preview, then one command per
+    // member, each replaying its own partitions exactly.
+    let q = 1 - p;
+    let group_path = format!(
+        "/api/group/rewind?to={}",
+        crate::support::kafka::point_in_time(middle)
+    );
+    let (status, preview) = post_api(&a, &format!("{group_path}&dry_run=true"), None).await;
+    assert_eq!(status, 200, "{preview}");
+    let parts = preview["members"].as_array().unwrap();
+    assert_eq!(parts.len(), 2, "{preview}");
+    assert!(parts.iter().all(|m| m["outcome"] == "done"), "{preview}");
+    let replay_q = ends[q as usize] - at_middle[q as usize];
+    assert_eq!(preview["replayed"], replay + replay_q, "{preview}");
+    assert_eq!(redeliveries(&a).await, 0, "a preview changes nothing");
+    let (status, done) = post_api(&a, &group_path, None).await;
+    assert_eq!(status, 200, "{done}");
+    assert!(
+        done["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["outcome"] == "done"),
+        "{done}"
+    );
+    wait_for(
+        Duration::from_secs(60),
+        "both members to replay",
+        || async {
+            let (on_a, on_b) = (redeliveries(&a).await, redeliveries(&b).await);
+            (on_a >= replay_q as u64 && on_b >= 2 * replay as u64).then_some(())
+        },
+    )
+    .await;
+    wait_committed(&kafka, &group, &ends, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(redeliveries(&a).await, replay_q as u64);
+    assert_eq!(redeliveries(&b).await, 2 * replay as u64);
+    assert_stored_once(&db, 40).await;
 }

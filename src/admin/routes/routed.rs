@@ -30,6 +30,16 @@ pub(super) enum Routed {
     Rewind {
         to: DateTime<Utc>,
     },
+    /// Every partition of a member, as listed with their generations when asked (one command
+    /// per member for a rewind of the whole group).
+    MemberRewindPlan {
+        to: DateTime<Utc>,
+        partitions: Vec<(i32, Option<i64>)>,
+    },
+    MemberRewind {
+        to: DateTime<Utc>,
+        partitions: Vec<(i32, Option<i64>)>,
+    },
 }
 
 impl Routed {
@@ -39,6 +49,8 @@ impl Routed {
             Routed::DeadLetter { .. } => "dead_letter",
             Routed::RewindPlan { .. } => "rewind_plan",
             Routed::Rewind { .. } => "rewind",
+            Routed::MemberRewindPlan { .. } => "rewind_member_plan",
+            Routed::MemberRewind { .. } => "rewind_member",
         }
     }
 
@@ -49,6 +61,14 @@ impl Routed {
                 json!({ "offset": offset, "comment": comment })
             }
             Routed::RewindPlan { to } | Routed::Rewind { to } => json!({ "to": to }),
+            Routed::MemberRewindPlan { to, partitions }
+            | Routed::MemberRewind { to, partitions } => {
+                let listed: Vec<Value> = partitions
+                    .iter()
+                    .map(|(p, g)| json!({ "partition": p, "generation": g }))
+                    .collect();
+                json!({ "to": to, "partitions": listed })
+            }
         };
         arguments["generation"] = json!(generation);
         arguments
@@ -71,12 +91,36 @@ impl Routed {
                 comment: arguments["comment"].as_str().unwrap_or_default().to_owned(),
             }),
             "rewind_plan" => Ok(Routed::RewindPlan { to: to()? }),
+            "rewind_member_plan" => Ok(Routed::MemberRewindPlan {
+                to: to()?,
+                partitions: listed(arguments)?,
+            }),
+            "rewind_member" => Ok(Routed::MemberRewind {
+                to: to()?,
+                partitions: listed(arguments)?,
+            }),
             "rewind" => Ok(Routed::Rewind { to: to()? }),
             other => parse_action(other)
                 .map(Routed::Action)
                 .map_err(|e| e.to_string()),
         }
     }
+}
+
+/// The partitions a member's rewind lists, with their generations.
+fn listed(arguments: &Value) -> Result<Vec<(i32, Option<i64>)>, String> {
+    arguments["partitions"]
+        .as_array()
+        .ok_or_else(|| format!("the command lists no partitions: {arguments}"))?
+        .iter()
+        .map(|p| {
+            let partition = p["partition"]
+                .as_i64()
+                .and_then(|p| i32::try_from(p).ok())
+                .ok_or_else(|| format!("not a partition: {p}"))?;
+            Ok((partition, p["generation"].as_i64()))
+        })
+        .collect()
 }
 
 /// What the owner answered (or the asker concluded when it did not).
@@ -162,6 +206,20 @@ pub(super) async fn route(
             NotOwned(partition)
         )));
     };
+    ask(state, actor, &owner, Some(partition), &routed, generation).await
+}
+
+/// Sends `routed` to the member `owner` and waits for its answer (at most
+/// `--command-timeout`).
+pub(super) async fn ask(
+    state: &AdminState,
+    actor: &str,
+    owner: &str,
+    partition: Option<i32>,
+    routed: &Routed,
+    generation: Option<i64>,
+) -> Result<RoutedAnswer, AdminError> {
+    let owner = owner.to_owned();
     let group = &state.group;
     let mut answers = group.listener.answers.subscribe();
     let id = commands::insert(
@@ -169,7 +227,7 @@ pub(super) async fn route(
         &NewCommand {
             group: &group.member.group,
             topic: &group.member.topic,
-            partition: Some(partition),
+            partition,
             owner: &owner,
             action: routed.name(),
             arguments: routed.arguments(generation),
@@ -180,7 +238,7 @@ pub(super) async fn route(
     )
     .await
     .map_err(|e| AdminError::database("group commands", e))?;
-    tracing::info!(id, partition, action = routed.name(), %owner, %actor, "admin action routed to the partition's owner");
+    tracing::info!(id, ?partition, action = routed.name(), %owner, %actor, "admin action routed to the partition's owner");
     let timeout = group.settings.command_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     let answer = loop {
@@ -207,7 +265,7 @@ pub(super) async fn route(
         Some(answer) => answer,
         None => unanswered(state, id, &owner, routed.name(), partition, actor, timeout).await?,
     };
-    tracing::info!(id, partition, %owner, outcome = answer.outcome.as_str(), message = %answer.message, "routed admin action answered");
+    tracing::info!(id, ?partition, %owner, outcome = answer.outcome.as_str(), message = %answer.message, "routed admin action answered");
     Ok(RoutedAnswer {
         id: Some(id),
         owner,
@@ -230,15 +288,19 @@ async fn unanswered(
     id: i64,
     owner: &str,
     action: &str,
-    partition: i32,
+    partition: Option<i32>,
     actor: &str,
     timeout: Duration,
 ) -> Result<Answer, AdminError> {
+    let what = match partition {
+        Some(p) => format!("which owns partition {p}"),
+        None => "asked for its partitions".to_owned(),
+    };
     let expired = Answer {
         outcome: Outcome::Expired,
         status: 504,
         message: format!(
-            "member {owner}, which owns partition {partition}, did not take the command within \
+            "member {owner}, {what}, did not take the command within \
              {} s: it was withdrawn and will not run. The member may be overloaded or cut off \
              from the database; its heartbeat on the group page tells whether it is alive",
             timeout.as_secs()
@@ -253,7 +315,7 @@ async fn unanswered(
         audit(
             state,
             &queries::Action {
-                partition: Some(partition),
+                partition,
                 offset: None,
                 action,
                 actor,
@@ -346,14 +408,32 @@ async fn carry_out(state: &AdminState, command: &Command) -> Answer {
             Value::Null,
         );
     }
-    let Some(partition) = command.partition else {
-        return refuse("the command names no partition".to_owned());
-    };
     let routed = match Routed::parse(&command.action, &command.arguments) {
         Ok(routed) => routed,
         Err(why) => return answer(Outcome::Refused, 400, why, Value::Null),
     };
     let actor = command.actor();
+    if let Routed::MemberRewindPlan { to, partitions } | Routed::MemberRewind { to, partitions } =
+        &routed
+    {
+        let confirm = matches!(routed, Routed::MemberRewind { .. });
+        let done = member_rewind(state, &actor, *to, partitions, confirm).await;
+        return match done {
+            Ok((message, body)) => answer(Outcome::Done, 200, message, body),
+            Err(error) => {
+                let status = error.status_code().as_u16();
+                let outcome = if status < 500 {
+                    Outcome::Refused
+                } else {
+                    Outcome::Failed
+                };
+                answer(outcome, status, error.to_string(), Value::Null)
+            }
+        };
+    }
+    let Some(partition) = command.partition else {
+        return refuse("the command names no partition".to_owned());
+    };
     // The partition must be the one the command was asked for.
     let expected = command.arguments["generation"].as_i64();
     let now = match overview_of(state).await {
@@ -395,6 +475,9 @@ async fn carry_out(state: &AdminState, command: &Command) -> Answer {
         return refuse(message);
     }
     let done = match routed {
+        Routed::MemberRewindPlan { .. } | Routed::MemberRewind { .. } => {
+            unreachable!("carried out above")
+        }
         Routed::Action(action) => super::actions::apply(state, &actor, partition, action)
             .await
             .map(|()| {
@@ -460,4 +543,171 @@ async fn carry_out(state: &AdminState, command: &Command) -> Answer {
             answer(outcome, status, error.to_string(), Value::Null)
         }
     }
+}
+
+/// A rewind of every partition of this member, as listed when the group's rewind was asked:
+/// refused when the member's partitions changed since (a partition left, came back or was
+/// added), so that nothing is rewound that the operator did not preview.
+async fn member_rewind(
+    state: &AdminState,
+    actor: &str,
+    to: DateTime<Utc>,
+    listed: &[(i32, Option<i64>)],
+    confirm: bool,
+) -> Result<(String, Value), AdminError> {
+    let me = &state.group.member.id;
+    let overview = overview_of(state).await?;
+    let mut now: Vec<(i32, Option<i64>)> = overview
+        .partitions
+        .iter()
+        .map(|p| (p.view.partition, members::generation_of(&p.view)))
+        .collect();
+    now.sort_unstable();
+    let mut asked = listed.to_vec();
+    asked.sort_unstable();
+    if now != asked {
+        let names = |l: &[(i32, Option<i64>)]| {
+            l.iter()
+                .map(|(p, g)| format!("{p} (generation {})", g.unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(AdminError::Conflict(format!(
+            "the partitions of member {me} changed since the rewind was asked (asked for: {}; \
+             owns now: {}): refused, nothing rewound here; preview again",
+            names(&asked),
+            names(&now)
+        )));
+    }
+    if confirm {
+        let results = live::execute(state, Scope::Group, to, actor).await?;
+        let replayed: i64 = results
+            .iter()
+            .filter_map(|r| r.decision.as_ref())
+            .map(|d| d.replayed())
+            .sum();
+        Ok((
+            format!(
+                "member {me} rewound {} partitions: {replayed} offsets replayed",
+                results.len()
+            ),
+            json!({ "dry_run": false, "to": to, "partitions": results }),
+        ))
+    } else {
+        let plan = live::plan(state, Scope::Group, to).await?;
+        Ok((
+            format!(
+                "member {me}: {} partitions, {} records to replay",
+                plan.partitions.len(),
+                plan.replayed
+            ),
+            json!({ "dry_run": true, "plan": plan }),
+        ))
+    }
+}
+
+/// One member's part of a rewind of the whole group.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct MemberPart {
+    pub member: String,
+    pub outcome: Outcome,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<live::Plan>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<Vec<crate::actors::messages::LiveRewound>>,
+}
+
+/// A rewind of every partition of the group: this member's here, one command for each other
+/// live member that publishes partitions; each member's part as it answered.
+pub(super) async fn group_rewind(
+    state: &AdminState,
+    actor: &str,
+    to: DateTime<Utc>,
+    confirm: bool,
+) -> Result<Vec<MemberPart>, AdminError> {
+    let group = &state.group;
+    let rows = members::read(&state.pool, &group.member.group, &group.member.topic)
+        .await
+        .map_err(|e| AdminError::database("group members", e))?;
+    let others: Vec<(String, Vec<(i32, Option<i64>)>)> = rows
+        .iter()
+        .filter(|m| m.alive(group.settings.gone_after) && m.id != group.member.id)
+        .filter(|m| !m.partitions.is_empty())
+        .map(|m| {
+            let listed = m
+                .partitions
+                .iter()
+                .map(|p| (p.partition, p.generation))
+                .collect();
+            (m.id.clone(), listed)
+        })
+        .collect();
+    let here = async {
+        let me = group.member.id.clone();
+        let part = |outcome, message, plan, partitions| MemberPart {
+            member: me.clone(),
+            outcome,
+            message,
+            plan,
+            partitions,
+        };
+        let owned = !overview_of(state).await?.partitions.is_empty();
+        if !owned {
+            return Ok::<_, AdminError>(None);
+        }
+        let done = if confirm {
+            live::execute(state, Scope::Group, to, actor)
+                .await
+                .map(|r| part(Outcome::Done, format!("member {me} rewound"), None, Some(r)))
+        } else {
+            live::plan(state, Scope::Group, to)
+                .await
+                .map(|p| part(Outcome::Done, format!("member {me}"), Some(p), None))
+        };
+        Ok(Some(done.unwrap_or_else(|e| {
+            part(Outcome::Failed, e.to_string(), None, None)
+        })))
+    };
+    let there = futures::future::join_all(others.into_iter().map(|(owner, listed)| async move {
+        let routed = if confirm {
+            Routed::MemberRewind {
+                to,
+                partitions: listed,
+            }
+        } else {
+            Routed::MemberRewindPlan {
+                to,
+                partitions: listed,
+            }
+        };
+        match ask(state, actor, &owner, None, &routed, None).await {
+            Ok(routed) => {
+                let body = &routed.answer.body;
+                MemberPart {
+                    member: owner,
+                    outcome: routed.answer.outcome,
+                    message: routed.answer.message.clone(),
+                    plan: serde_json::from_value(body["plan"].clone()).ok(),
+                    partitions: serde_json::from_value(body["partitions"].clone()).ok(),
+                }
+            }
+            Err(error) => MemberPart {
+                member: owner,
+                outcome: Outcome::Failed,
+                message: error.to_string(),
+                plan: None,
+                partitions: None,
+            },
+        }
+    }));
+    let (here, there) = futures::join!(here, there);
+    let mut parts: Vec<MemberPart> = here?.into_iter().collect();
+    parts.extend(there);
+    if parts.is_empty() {
+        return Err(AdminError::Conflict(
+            "no live member of the group owns a partition right now".to_owned(),
+        ));
+    }
+    Ok(parts)
 }
