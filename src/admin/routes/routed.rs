@@ -107,8 +107,11 @@ impl Routed {
     }
 }
 
+/// Partitions with their generations, as a member's rewind lists them.
+type Listed = Vec<(i32, Option<i64>)>;
+
 /// The partitions a member's rewind lists, with their generations.
-fn listed(arguments: &Value) -> Result<Vec<(i32, Option<i64>)>, String> {
+fn listed(arguments: &Value) -> Result<Listed, String> {
     arguments["partitions"]
         .as_array()
         .ok_or_else(|| format!("the command lists no partitions: {arguments}"))?
@@ -630,7 +633,7 @@ pub(super) async fn group_rewind(
     let rows = members::read(&state.pool, &group.member.group, &group.member.topic)
         .await
         .map_err(|e| AdminError::database("group members", e))?;
-    let others: Vec<(String, Vec<(i32, Option<i64>)>)> = rows
+    let others: Vec<(String, Listed)> = rows
         .iter()
         .filter(|m| m.alive(group.settings.gone_after) && m.id != group.member.id)
         .filter(|m| !m.partitions.is_empty())
