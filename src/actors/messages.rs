@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::status::{CheckpointStatus, PartitionStatus, ServiceStatus};
 use crate::domain::rewind::{Decision, TimeOffset};
-use crate::domain::{FetchFailure, FetchedRecord, Held, ObservedOffsets, Outcome};
+use crate::domain::{FetchedRecord, ObservedOffsets, Outcome, Trouble};
 use tokio::sync::oneshot;
 
 /// One assignment of a partition to this member. The generation grows with every assignment
@@ -169,16 +169,6 @@ pub struct PartitionsRewound {
 pub struct FetchTrouble {
     pub assignment: Assignment,
     pub trouble: Option<Trouble>,
-}
-
-/// What reading a partition ran into.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Trouble {
-    /// Nothing at or after the offset is read (see `domain::fetch_error`).
-    Held(Held),
-    /// Fetching fails and librdkafka retries by itself.
-    Failing(FetchFailure),
 }
 
 /// Offsets librdkafka reported in its statistics for the assigned partitions.

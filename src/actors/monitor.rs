@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 
-use super::messages::Trouble;
 use super::messages::{GetOverview, GetStatus};
 pub use super::status::{DisplayState, Overview, PartitionSummary, TrendPoint};
 use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
 use crate::domain::ConnectionHealth;
+use crate::domain::Trouble;
 use crate::metrics::Metrics;
 use crate::stuck::{RejectionsHeld, StuckReason, StuckRules, evaluate};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::messages::Trouble;
+use crate::domain::Trouble;
 use crate::domain::{ConnectionStatus, DuplicateCause, ObservedOffsets, UnknownCause};
 use crate::stuck::StuckReason;
 

@@ -23,11 +23,11 @@ use super::messages::{
     GroupJoined, KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetsObserved, PartitionAction,
     PartitionCommand, PartitionsAssigned, PartitionsRestarted, PartitionsRevoked,
     PartitionsRewound, ReleaseForRewind, ReleasePartitions, RewindPartitions, RewindTarget,
-    Shutdown, SkipRefused, SkipTicket, TrackPartitions, Trouble,
+    Shutdown, SkipRefused, SkipTicket, TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
 use super::status::{PartitionView, ServiceStatus};
-use crate::domain::ObservedOffsets;
+use crate::domain::{ObservedOffsets, Trouble};
 
 /// Identity of this member, for the status page.
 #[derive(Debug, Clone)]

@@ -234,3 +234,13 @@ mod tests {
         }
     }
 }
+
+/// What reading a partition ran into.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Trouble {
+    /// Nothing at or after the offset is read.
+    Held(Held),
+    /// Fetching fails and librdkafka retries by itself.
+    Failing(FetchFailure),
+}

@@ -23,7 +23,7 @@ pub use duplicate::DuplicateCause;
 pub use event::{
     MAX_EVENT_ID_CHARS, MAX_STATUS_CHARS, MAX_TICKET_ID_CHARS, RejectReason, Rejection, TicketEvent,
 };
-pub use fetch_error::{FetchFailure, Held, HeldCause};
+pub use fetch_error::{FetchFailure, Held, HeldCause, Trouble};
 pub use offsets::ObservedOffsets;
 pub use outcome::{Outcome, UnknownCause};
 pub use point_in_time::{PointInTimeError, parse_point_in_time, parse_point_in_time_or_utc};

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use history_consumer::actors::messages::Trouble;
 use history_consumer::domain::HeldCause;
+use history_consumer::domain::Trouble;
 use history_consumer::domain::fetch_error::Unreadable;
 
 use crate::support::app::{TestApp, spawn_app};

@@ -5,7 +5,7 @@
 //! [`crate::domain::fetch_error`].
 
 use super::*;
-use crate::actors::messages::Trouble;
+use crate::domain::Trouble;
 use crate::domain::fetch_error::{FetchError, classify};
 use crate::domain::{FetchFailure, HeldCause};
 use crate::kafka::queue::QueueError;
