@@ -430,8 +430,9 @@ async fn an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_
                 .await
                 .ok()?;
             let answer: Option<&str> = row.get(0);
+            let answer = answer?;
             assert!(row.get::<_, bool>(1), "answered commands were taken");
-            serde_json::from_str(answer?).ok()
+            serde_json::from_str(answer).ok()
         })
         .await;
         assert_eq!(answer["outcome"], "refused", "{answer}");
