@@ -805,3 +805,88 @@ async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_e
     assert_eq!(redeliveries(&b).await, 2 * replay as u64);
     assert_stored_once(&db, 40).await;
 }
+
+#[actix_web::test]
+async fn a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member_on_the_mock()
+ {
+    a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member(Broker::Mock)
+        .await;
+}
+
+#[actix_web::test]
+async fn a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member_on_tansu()
+{
+    a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member(Broker::Tansu)
+        .await;
+}
+
+async fn a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member(
+    broker: Broker,
+) {
+    let db = test_database().await;
+    crate::remedies::hold_poison(&db).await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let group = unique_name("group");
+    let a = Member::start(&db, &kafka, &group, &[]).await;
+    let b = Member::start(&db, &kafka, &group, &[]).await;
+    let truth = wait_true_owners(&kafka, &a, &[&a, &b]).await;
+    let p = *truth
+        .iter()
+        .find(|(_, o)| o.as_deref() == Some(b.id.as_str()))
+        .expect("B owns a partition")
+        .0;
+    let producer = kafka.producer();
+    for body in [
+        crate::support::kafka::numbered_event(0),
+        crate::remedies::poison(),
+        crate::support::kafka::numbered_event(1),
+    ] {
+        kafka.send(&producer, Some(p as i32), "k", &body).await;
+    }
+    let blocked = wait_for(
+        Duration::from_secs(60),
+        "the poison to block on B",
+        || async {
+            let partition = b.process.get_json(&format!("/api/partitions/{p}")).await?;
+            let backlog = partition["actor"]["backlog"].as_array()?;
+            (backlog.len() == 1).then(|| backlog[0]["offset"].as_i64().unwrap())
+        },
+    )
+    .await;
+
+    // Asked on A, carried out by B: the record is dead-lettered and the partition moves on.
+    let (status, answer) = post_api(
+        &a,
+        &format!("/api/partitions/{p}/backlog/{blocked}/dead-letter"),
+        Some(serde_json::json!({ "comment": "test ticket, INC-7" })),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["routed_to"], b.id.as_str(), "{answer}");
+    assert_eq!(answer["outcome"], "done", "{answer}");
+    let ends = kafka.ends().await;
+    wait_for(
+        Duration::from_secs(60),
+        "B to commit past the record",
+        || async { (kafka.committed(&group).await[p as usize] == ends[p as usize]).then_some(()) },
+    )
+    .await;
+    let letters = db
+        .scalar("SELECT count(*) FROM dead_letters WHERE reason = 'skipped_by_operator'")
+        .await;
+    assert_eq!(letters, 1);
+    let actions = b.process.get_json("/api/actions").await.unwrap();
+    let audited = actions["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["action"] == "dead_letter")
+        .cloned()
+        .unwrap_or_else(|| panic!("the skip is audited: {actions}"));
+    assert_eq!(audited["result"], "done", "{audited}");
+    assert_eq!(audited["detail"], "test ticket, INC-7", "{audited}");
+    assert!(
+        audited["actor"].as_str().unwrap().contains(&a.id),
+        "{audited}"
+    );
+}
