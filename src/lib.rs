@@ -22,8 +22,10 @@
 //!    commits and the driver thread that feeds the actors.
 //! 9. [`recovery`]: `verify` (the projection against the topic), `rewind` (a stopped group to a
 //!    point in time) and what the admin's live rewind shares with them.
-//! 10. [`admin`]: the HTTP server (pages, JSON API, actions, health, metrics).
-//! 11. [`startup`]: the wiring; [`cli`]: the binary's command line.
+//! 10. [`group`]: the consumer group as one — what each member publishes about itself to the
+//!     shared database and reads back about the others.
+//! 11. [`admin`]: the HTTP server (pages, JSON API, actions, health, metrics).
+//! 12. [`startup`]: the wiring; [`cli`]: the binary's command line.
 //!
 //! Beside them, [`tools`] (feature `tools`): `demo`, `bench`, `produce` and the throwaway
 //! PostgreSQL server. The service never uses them.
@@ -36,6 +38,7 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod error_text;
+pub mod group;
 pub mod inbox;
 pub mod kafka;
 pub mod metrics;

@@ -20,6 +20,7 @@ use crate::admin::{self, AdminState};
 use crate::config::{ConfigError, Settings};
 use crate::db::DbError;
 use crate::domain::ConnectionHealth;
+use crate::group::GroupMember;
 use crate::kafka::client::Prefetch;
 use crate::kafka::health::{HealthReporter, identity_of};
 use crate::kafka::reader::ReaderConfig;
@@ -246,6 +247,14 @@ impl Application {
                 connection: settings.kafka.connection(),
                 topic: settings.kafka.topic.clone(),
             },
+            group: GroupMember::of_service(
+                &settings,
+                &database,
+                &pool,
+                (&host, &client_id),
+                admin_addr,
+                admin_tls.is_some(),
+            ),
         };
         let server = admin::server(listener, metrics_listener, state, admin_tls.as_ref()).map_err(
             |source| StartupError::Bind {

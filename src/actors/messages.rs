@@ -126,7 +126,7 @@ pub struct RewindPartitions {
 }
 
 /// What a live rewind did to one partition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct LiveRewound {
     pub partition: i32,
     /// `None`: the partition was not rewound (see `error`).

@@ -39,6 +39,7 @@ use deadpool_postgres::Pool;
 
 use crate::actors::{Monitor, Supervisor};
 use crate::domain::ConnectionHealth;
+use crate::group::GroupMember;
 use crate::kafka::reader::ReaderConfig;
 use crate::metrics::Metrics;
 
@@ -70,6 +71,8 @@ pub struct AdminState {
     /// Where the topic is, for the live rewind's lookups (a throwaway reader, never the
     /// group member).
     pub reader: ReaderConfig,
+    /// This member of the consumer group: its heartbeat runs while the servers do.
+    pub group: GroupMember,
 }
 
 /// How long a refusal for going over a limit (wrong tokens, anonymous page loads) waits before
@@ -128,26 +131,43 @@ fn acceptor(tls: &tls::AdminTls) -> std::io::Result<openssl::ssl::SslAcceptorBui
 /// The admin server and, with `--metrics-addr`, the metrics server.
 pub struct Servers {
     servers: Vec<Server>,
+    /// `None` for the pages served while `run` waits for its database: no member yet.
+    state: Option<web::Data<AdminState>>,
 }
 
 /// Stops what [`Servers::spawn`] started.
 pub struct ServersHandle {
     handles: Vec<ServerHandle>,
+    state: Option<web::Data<AdminState>>,
 }
 
 impl Servers {
-    /// Runs the servers on the current actix system.
+    /// Runs the servers on the current actix system, and this member's part in the group
+    /// (its heartbeat).
     pub fn spawn(self) -> ServersHandle {
         let handles = self.servers.iter().map(Server::handle).collect();
         for server in self.servers {
             actix::spawn(server);
         }
-        ServersHandle { handles }
+        if let Some(state) = &self.state {
+            state.group.start(state.monitor.clone());
+            state
+                .group
+                .spawn(routes::serve_routed_commands(state.clone()));
+        }
+        ServersHandle {
+            handles,
+            state: self.state,
+        }
     }
 }
 
 impl ServersHandle {
+    /// Stops the servers and the member's part in the group (recording that it left).
     pub async fn stop(&self, graceful: bool) {
+        if let Some(state) = &self.state {
+            state.group.stop().await;
+        }
         for handle in &self.handles {
             handle.stop(graceful).await;
         }
@@ -165,6 +185,7 @@ pub fn server(
 ) -> std::io::Result<Servers> {
     let https = tls.is_some();
     let state = web::Data::new(state);
+    let kept = state.clone();
     let shared = metrics.is_none();
     let admin_state = state.clone();
     let admin_server = HttpServer::new(move || {
@@ -209,5 +230,8 @@ pub fn server(
         .run();
         servers.push(metrics_server);
     }
-    Ok(Servers { servers })
+    Ok(Servers {
+        servers,
+        state: Some(kept),
+    })
 }

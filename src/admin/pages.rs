@@ -9,6 +9,8 @@ use super::sparkline;
 use crate::actors::monitor::PartitionSummary;
 use crate::actors::status::{BacklogEntry, GuardStatus, RecentOutcome};
 use crate::domain::{ConnectionStatus, DuplicateCause, UnknownCause};
+use crate::group::status::Status;
+use crate::group::view::{GroupView, OwnerKind};
 
 /// What every page's frame needs.
 pub struct Layout {
@@ -526,6 +528,272 @@ impl HistoryView {
     }
 }
 
+/// A member of the group on the group page.
+pub struct GroupMemberRow {
+    pub id: String,
+    /// `alive`, `gone` or `left`.
+    pub state: &'static str,
+    pub is_self: bool,
+    pub host: String,
+    pub pid: i32,
+    pub version: String,
+    pub heartbeat_age: String,
+    pub admin_url: String,
+    pub partitions: String,
+    pub count: usize,
+}
+
+/// A member of the group that publishes nothing.
+pub struct ForeignRow {
+    pub client_id: String,
+    pub host: String,
+    pub partitions: String,
+}
+
+/// A partition on the group page.
+pub struct GroupPartitionRow {
+    pub partition: i32,
+    pub status: &'static str,
+    pub reason: String,
+    /// `member`, `foreign`, `gone` or `nobody`.
+    pub owner_kind: &'static str,
+    pub owner_label: String,
+    /// Its page on its owner's admin (empty: no owner of ours).
+    pub owner_link: String,
+    pub owned_here: bool,
+    /// An action can be routed to its owner.
+    pub actionable: bool,
+    pub committed: String,
+    pub end: String,
+    pub lag: String,
+    pub lag_seconds: String,
+    pub unknown: String,
+    pub watermark: String,
+    pub paused: bool,
+}
+
+/// Partitions as "0-3, 7, 9".
+pub fn partition_list(partitions: &[i32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < partitions.len() {
+        let start = partitions[i];
+        let mut end = start;
+        while i + 1 < partitions.len() && partitions[i + 1] == end + 1 {
+            i += 1;
+            end = partitions[i];
+        }
+        parts.push(if end > start + 1 {
+            format!("{start}-{end}")
+        } else if end == start + 1 {
+            format!("{start}, {end}")
+        } else {
+            start.to_string()
+        });
+        i += 1;
+    }
+    if parts.is_empty() {
+        "—".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+impl GroupMemberRow {
+    /// The admin URL without its scheme, for the link's text.
+    pub fn admin_label(&self) -> &str {
+        self.admin_url
+            .strip_prefix("https://")
+            .or_else(|| self.admin_url.strip_prefix("http://"))
+            .unwrap_or(&self.admin_url)
+    }
+
+    pub fn list(view: &GroupView) -> Vec<GroupMemberRow> {
+        view.members
+            .iter()
+            .map(|m| GroupMemberRow {
+                id: m.id.clone(),
+                state: match (m.alive, m.left) {
+                    (true, _) => "alive",
+                    (false, true) => "left",
+                    (false, false) => "gone",
+                },
+                is_self: m.is_self,
+                host: m.host.clone(),
+                pid: m.pid,
+                version: m.version.clone(),
+                heartbeat_age: human_duration(m.heartbeat_age_seconds),
+                admin_url: m.admin_url.clone().unwrap_or_default(),
+                partitions: partition_list(&m.partitions),
+                count: m.partitions.len(),
+            })
+            .collect()
+    }
+}
+
+impl GroupPartitionRow {
+    pub fn list(view: &GroupView) -> Vec<GroupPartitionRow> {
+        view.partitions
+            .iter()
+            .map(|p| {
+                let owned_here = p.owner.as_deref() == Some(view.self_id.as_str());
+                let owner_link = match (&p.owner_url, owned_here) {
+                    (_, true) => format!("/partitions/{}", p.partition),
+                    (Some(url), false) => format!("{url}/partitions/{}", p.partition),
+                    (None, false) => String::new(),
+                };
+                GroupPartitionRow {
+                    partition: p.partition,
+                    status: p.status.as_str(),
+                    reason: p.reason.clone().unwrap_or_default(),
+                    owner_kind: p.owner_kind.as_str(),
+                    owner_label: if owned_here {
+                        format!("{} (this member)", p.owner_label)
+                    } else {
+                        p.owner_label.clone()
+                    },
+                    owner_link,
+                    owned_here,
+                    actionable: p.owner_kind == OwnerKind::Member,
+                    committed: or_dash(p.committed),
+                    end: or_dash(p.end),
+                    lag: or_dash(p.lag_records),
+                    lag_seconds: or_dash(p.lag_seconds.map(|s| format!("{s:.1}"))),
+                    unknown: or_dash(p.unknown),
+                    watermark: or_dash(p.watermark),
+                    paused: p.paused,
+                }
+            })
+            .collect()
+    }
+}
+
+#[derive(Template)]
+#[template(path = "group.html")]
+pub struct GroupPage {
+    pub layout: Layout,
+    pub group: String,
+    pub topic: String,
+    pub self_id: String,
+    /// Where the owners come from, in words.
+    pub owners_from: String,
+    pub notes: Vec<String>,
+    /// "64 partitions: 1 stuck, 63 ok".
+    pub summary: String,
+    pub members: Vec<GroupMemberRow>,
+    pub foreign: Vec<ForeignRow>,
+    pub rows: Vec<GroupPartitionRow>,
+    /// The answer to an action carried to another member, after its form.
+    pub command: Option<CommandNotice>,
+}
+
+/// What became of an action carried to another member, as the group page shows it.
+pub struct CommandNotice {
+    pub id: i64,
+    pub partition: String,
+    pub action: String,
+    pub owner: String,
+    /// `done`, `refused`, `failed`, `expired`, or `waiting` (not answered yet).
+    pub outcome: String,
+    pub message: String,
+    /// The rewind's confirmation: the time to confirm it for.
+    pub confirm_to: Option<String>,
+}
+
+impl CommandNotice {
+    pub fn of(asked: &crate::group::commands::Asked) -> CommandNotice {
+        use crate::group::commands::Outcome;
+        let (outcome, message) = match &asked.answer {
+            Some(answer) => (answer.outcome.as_str().to_owned(), answer.message.clone()),
+            None => (
+                "waiting".to_owned(),
+                "not answered yet; reload to see the owner's answer".to_owned(),
+            ),
+        };
+        let confirm_to = asked
+            .answer
+            .as_ref()
+            .filter(|a| asked.action == "rewind_plan" && a.outcome == Outcome::Done)
+            .and_then(|a| a.body["plan"]["to"].as_str().map(str::to_owned));
+        CommandNotice {
+            id: asked.id,
+            partition: asked.partition.map(|p| p.to_string()).unwrap_or_default(),
+            action: asked.action.clone(),
+            owner: asked.owner.clone(),
+            outcome,
+            message,
+            confirm_to,
+        }
+    }
+
+    /// The notice's colour.
+    pub fn class(&self) -> &'static str {
+        match self.outcome.as_str() {
+            "done" | "waiting" => "info",
+            _ => "error",
+        }
+    }
+}
+
+impl GroupPage {
+    pub fn new(layout: Layout, view: &GroupView) -> GroupPage {
+        let mut counts: Vec<(Status, usize)> = Vec::new();
+        for row in &view.partitions {
+            match counts.iter_mut().find(|(s, _)| *s == row.status) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((row.status, 1)),
+            }
+        }
+        counts.sort();
+        let summary = format!(
+            "{} partitions: {}",
+            view.partitions.len(),
+            counts
+                .iter()
+                .map(|(s, n)| format!("{n} {}", s.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        GroupPage {
+            layout,
+            group: view.group.clone(),
+            topic: view.topic.clone(),
+            self_id: view.self_id.clone(),
+            owners_from: match (view.owners_from, &view.kafka_state) {
+                ("kafka", Some(state)) => format!("Kafka's assignment (group {state})"),
+                _ => "what the members publish".to_owned(),
+            },
+            notes: view.notes.clone(),
+            summary,
+            members: GroupMemberRow::list(view),
+            foreign: view
+                .foreign
+                .iter()
+                .map(|f| ForeignRow {
+                    client_id: f.client_id.clone(),
+                    host: f.host.clone(),
+                    partitions: partition_list(&f.partitions),
+                })
+                .collect(),
+            rows: GroupPartitionRow::list(view),
+            command: None,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "group_rows.html")]
+pub struct GroupRowsFragment {
+    pub layout: Layout,
+    pub rows: Vec<GroupPartitionRow>,
+}
+
+#[derive(Template)]
+#[template(path = "group_members.html")]
+pub struct GroupMembersFragment {
+    pub members: Vec<GroupMemberRow>,
+}
+
 #[derive(Template)]
 #[template(path = "ticket.html")]
 pub struct TicketPage {
@@ -553,6 +821,13 @@ pub struct ErrorPage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partitions_are_listed_as_runs() {
+        assert_eq!(partition_list(&[]), "—");
+        assert_eq!(partition_list(&[4]), "4");
+        assert_eq!(partition_list(&[0, 1, 2, 3, 7, 9, 10]), "0-3, 7, 9, 10");
+    }
 
     fn guard(engaged: bool, dead_lettered: u32, known: bool) -> GuardStatus {
         GuardStatus {

@@ -9,7 +9,7 @@
 
 use askama::Template;
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::AdminState;
 use super::error::AdminError;
@@ -29,6 +29,9 @@ pub enum Scope {
     Partition(i32),
     /// Every partition this instance owns.
     Instance,
+    /// Every partition of the group: this instance's here, each other member's carried to it
+    /// (one command per member); here it plans and rewinds what [`Scope::Instance`] does.
+    Group,
 }
 
 impl Scope {
@@ -37,24 +40,25 @@ impl Scope {
         match self {
             Scope::Partition(p) => format!("partition {p}"),
             Scope::Instance => "every partition of this instance".to_owned(),
+            Scope::Group => "every partition of the group".to_owned(),
         }
     }
 }
 
 /// One partition of the confirmation step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanRow {
     pub partition: i32,
     /// Where the partition reads next: its first record not resolved, else its committed offset.
     pub position: Option<i64>,
     pub target: TimeOffset,
     /// `broker` or `read` (see `kafka::reader`).
-    pub found_by: &'static str,
+    pub found_by: String,
     pub decision: Decision,
 }
 
 /// The confirmation step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     pub to: DateTime<Utc>,
     pub partitions: Vec<PlanRow>,
@@ -86,7 +90,7 @@ pub async fn plan(state: &AdminState, scope: Scope, to: DateTime<Utc>) -> Result
                 .ok_or(AdminError::NotOwned(NotOwned(partition)))?
                 .view,
         ],
-        Scope::Instance => overview.partitions.iter().map(|p| &p.view).collect(),
+        Scope::Instance | Scope::Group => overview.partitions.iter().map(|p| &p.view).collect(),
     };
     if views.is_empty() {
         return Err(AdminError::Conflict(
@@ -136,7 +140,8 @@ pub async fn plan(state: &AdminState, scope: Scope, to: DateTime<Utc>) -> Result
                 found_by: match how {
                     Found::Broker => "broker",
                     Found::Read => "read",
-                },
+                }
+                .to_owned(),
                 decision,
             })
         })
@@ -211,6 +216,9 @@ pub struct RewindPage {
     pub back: String,
     /// The result page rather than the confirmation.
     pub done: bool,
+    /// What could not be planned or rewound (a member of the group that refused or did not
+    /// answer).
+    pub notes: Vec<String>,
 }
 
 /// One partition on the rewind page, formatted.
@@ -218,7 +226,7 @@ pub struct RewindRowView {
     pub partition: i32,
     pub position: String,
     pub target: String,
-    pub found_by: &'static str,
+    pub found_by: String,
     pub after: String,
     pub replay: i64,
     pub note: String,
@@ -252,7 +260,7 @@ impl RewindPage {
                     TimeOffset::At { offset } => offset.to_string(),
                     TimeOffset::NoneAfter { .. } => "none".to_owned(),
                 },
-                found_by: row.found_by,
+                found_by: row.found_by.clone(),
                 after: offset_text(row.decision.after()),
                 replay: row.decision.replayed(),
                 note: decision_note(&row.decision),
@@ -268,9 +276,11 @@ impl RewindPage {
             confirm: match scope {
                 Scope::Partition(p) => format!("/partitions/{p}/rewind/confirm"),
                 Scope::Instance => "/rewind/confirm".to_owned(),
+                Scope::Group => "/group/rewind/confirm".to_owned(),
             },
             back: back_link(scope),
             done: false,
+            notes: Vec::new(),
         }
     }
 
@@ -296,7 +306,7 @@ impl RewindPage {
                     partition: r.partition,
                     position: offset_text(decision.and_then(Decision::before)),
                     target: String::new(),
-                    found_by: "",
+                    found_by: String::new(),
                     after: offset_text(decision.and_then(Decision::after)),
                     replay: decision.map_or(0, Decision::replayed),
                     note,
@@ -313,6 +323,7 @@ impl RewindPage {
             confirm: String::new(),
             back: back_link(scope),
             done: true,
+            notes: Vec::new(),
         }
     }
 }
@@ -321,6 +332,7 @@ fn back_link(scope: Scope) -> String {
     match scope {
         Scope::Partition(p) => format!("/partitions/{p}"),
         Scope::Instance => "/".to_owned(),
+        Scope::Group => "/group".to_owned(),
     }
 }
 

@@ -151,5 +151,8 @@ pub fn server(
         .run();
         servers.push(server);
     }
-    Ok(Servers { servers })
+    Ok(Servers {
+        servers,
+        state: None,
+    })
 }

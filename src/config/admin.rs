@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::members::{MemberSettings, MembersArgs};
 use super::{ConfigError, Secret, defaults, key, parse_duration, parse_secret};
 
 /// Characters an admin token has at least.
@@ -73,6 +74,8 @@ pub struct AdminArgs {
           env = key::ADMIN_ANONYMOUS_READS_PER_SEC.env,
           default_value_t = defaults::ADMIN_ANONYMOUS_READS_PER_SEC)]
     pub admin_anonymous_reads_per_sec: u32,
+    #[command(flatten)]
+    pub members: MembersArgs,
 }
 
 /// The certificate chain and private key files of the admin listeners, both given. They are read
@@ -100,6 +103,8 @@ pub struct AdminSettings {
     pub statement_timeout: Duration,
     /// 0: no limit.
     pub anonymous_reads_per_sec: u32,
+    /// How the members of the group see one another, and this member's public admin URL.
+    pub members: MemberSettings,
 }
 
 impl Default for AdminSettings {
@@ -119,6 +124,7 @@ impl Default for AdminSettings {
             db_pool_size: defaults::ADMIN_DB_POOL_SIZE,
             statement_timeout: defaults::duration(defaults::ADMIN_STATEMENT_TIMEOUT),
             anonymous_reads_per_sec: defaults::ADMIN_ANONYMOUS_READS_PER_SEC,
+            members: MemberSettings::default(),
         }
     }
 }
@@ -160,6 +166,7 @@ impl AdminSettings {
             db_pool_size: args.admin_db_pool_size,
             statement_timeout: args.admin_statement_timeout,
             anonymous_reads_per_sec: args.admin_anonymous_reads_per_sec,
+            members: MemberSettings::from_args(args.members)?,
         };
         settings.validate()?;
         Ok(settings)
@@ -222,7 +229,7 @@ impl AdminSettings {
                 "must be at least 10ms",
             ));
         }
-        Ok(())
+        self.members.validate()
     }
 }
 

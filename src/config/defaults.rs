@@ -32,6 +32,11 @@ pub const ADMIN_DB_POOL_SIZE: usize = 2;
 pub const ADMIN_STATEMENT_TIMEOUT: &str = "2s";
 pub const ADMIN_ANONYMOUS_READS_PER_SEC: u32 = 20;
 
+pub const MEMBER_HEARTBEAT: &str = "2s";
+pub const MEMBER_GONE_AFTER: &str = "10s";
+pub const MEMBER_FORGET_AFTER: &str = "1h";
+pub const COMMAND_TIMEOUT: &str = "5s";
+
 /// A default duration as a value (the defaults above are checked by the unit tests to parse).
 pub fn duration(text: &str) -> std::time::Duration {
     super::parse_duration(text).expect("a default duration parses")

@@ -100,3 +100,9 @@ pub const ADMIN_ANONYMOUS_READS_PER_SEC: Key = Key::new(
     "admin-anonymous-reads-per-sec",
     "HISTORY_ADMIN_ANONYMOUS_READS_PER_SEC",
 );
+pub const ADMIN_PUBLIC_URL: Key = Key::new("admin-public-url", "HISTORY_ADMIN_PUBLIC_URL");
+
+pub const MEMBER_HEARTBEAT: Key = Key::new("member-heartbeat", "HISTORY_MEMBER_HEARTBEAT");
+pub const MEMBER_GONE_AFTER: Key = Key::new("member-gone-after", "HISTORY_MEMBER_GONE_AFTER");
+pub const MEMBER_FORGET_AFTER: Key = Key::new("member-forget-after", "HISTORY_MEMBER_FORGET_AFTER");
+pub const COMMAND_TIMEOUT: Key = Key::new("command-timeout", "HISTORY_COMMAND_TIMEOUT");

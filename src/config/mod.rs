@@ -15,6 +15,7 @@ pub mod database;
 pub mod defaults;
 pub mod kafka;
 pub mod key;
+pub mod members;
 pub mod recovery;
 mod secret;
 

@@ -116,9 +116,62 @@ impl Database {
         Ok(client)
     }
 
+    /// One connection outside any pool whose notifications (LISTEN) come out of the receiver;
+    /// the receiver ends when the connection does.
+    pub async fn connect_listening(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio::sync::mpsc::UnboundedReceiver<tokio_postgres::Notification>,
+        ),
+        tokio_postgres::Error,
+    > {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let client = match &self.tls {
+            None => {
+                let (client, connection) = self.config.connect(NoTls).await?;
+                tokio::spawn(forward_notifications(connection, sender));
+                client
+            }
+            Some(tls) => {
+                let (client, connection) = self.config.connect(tls.clone()).await?;
+                tokio::spawn(forward_notifications(connection, sender));
+                client
+            }
+        };
+        Ok((client, receiver))
+    }
+
     /// A pool of at most `size` connections; a checkout waits at most 10 s.
     pub fn pool(&self, size: usize) -> Result<Pool, DbError> {
         pool_of(self.clone(), size, Duration::from_secs(10))
+    }
+}
+
+/// Drives `connection`, passing its notifications on until it ends (or nobody listens).
+async fn forward_notifications<S, T>(
+    mut connection: tokio_postgres::Connection<S, T>,
+    sender: tokio::sync::mpsc::UnboundedSender<tokio_postgres::Notification>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use futures::StreamExt;
+    let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    while let Some(message) = messages.next().await {
+        match message {
+            Ok(tokio_postgres::AsyncMessage::Notification(notification)) => {
+                if sender.send(notification).is_err() {
+                    break;
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(error = %error, "listening connection ended");
+                break;
+            }
+        }
     }
 }
 

@@ -7,10 +7,10 @@
 //! does a partition without a known position (the group reads it from its reset policy, which
 //! a rewind must not cut short).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where the first record at or after a point in time is, in one partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum TimeOffset {
     /// The first record whose timestamp is at or after the point in time.
@@ -30,7 +30,7 @@ impl TimeOffset {
 }
 
 /// Why a partition keeps its position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum Keep {
@@ -59,7 +59,7 @@ impl Keep {
 }
 
 /// What happens to one partition's position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "decision")]
 pub enum Decision {
     /// Moves back from `from` to `to`: the offsets in between are read again.

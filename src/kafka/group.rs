@@ -1,6 +1,7 @@
-//! A consumer group's offsets as an outside tool sees them (the `rewind` command): whether the
-//! group has active members, its committed offsets, and committing new ones from outside the
-//! group, which Kafka accepts only while the group has no active member.
+//! A consumer group's offsets as an outside tool sees them (the `rewind` command, the admin's
+//! group page): whether the group has active members and which partitions each is assigned,
+//! its committed offsets, and committing new ones from outside the group, which Kafka accepts
+//! only while the group has no active member.
 //!
 //! Every call blocks: run it on a thread of its own, never on an actix thread.
 
@@ -16,6 +17,41 @@ use serde::Serialize;
 use crate::config::KafkaConnection;
 
 const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A member of the group with the partitions of our topic it is assigned, as DescribeGroups
+/// tells.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AssignedMember {
+    /// The member id the coordinator gave it.
+    pub member_id: String,
+    pub client_id: String,
+    pub host: String,
+    /// Partitions of the topic, in order (empty: none, or its assignment is not known).
+    pub partitions: Vec<i32>,
+    /// Why its assignment could not be read (`None`: it was).
+    pub unreadable: Option<String>,
+}
+
+/// Why the broker did not describe the group.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DescribeError {
+    /// The request failed (a broker without DescribeGroups answers `UnsupportedFeature`).
+    #[error("describing the group failed: {0}")]
+    Failed(String),
+    /// The broker answered without the group (it has no member yet).
+    #[error("the broker did not describe the group")]
+    NotListed,
+}
+
+/// The group as DescribeGroups tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupDescription {
+    /// `Stable`, `PreparingRebalance`, `CompletingRebalance`, `Empty`, `Dead`.
+    pub state: String,
+    /// The assignment protocol (`cooperative-sticky`, `range`...).
+    pub protocol: String,
+    pub members: Vec<AssignedMember>,
+}
 
 /// The group's offsets could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -117,9 +153,64 @@ impl GroupOffsets {
         }
     }
 
+    /// The group's members and the partitions of the topic each is assigned, as
+    /// DescribeGroups says within `timeout`.
+    pub fn describe(&self, timeout: Duration) -> Result<GroupDescription, DescribeError> {
+        let groups = self
+            .consumer
+            .fetch_group_list(Some(&self.group), timeout)
+            .map_err(|error| DescribeError::Failed(error.to_string()))?;
+        let info = groups
+            .groups()
+            .iter()
+            .find(|g| g.name() == self.group)
+            .ok_or(DescribeError::NotListed)?;
+        let consumer_protocol =
+            info.protocol_type().is_empty() || info.protocol_type() == "consumer";
+        let members = info
+            .members()
+            .iter()
+            .map(|m| {
+                let decoded = match m.assignment() {
+                    _ if !consumer_protocol => Err(format!(
+                        "the group uses protocol type {:?}, not consumer",
+                        info.protocol_type()
+                    )),
+                    None => Ok(Default::default()),
+                    Some(bytes) => super::assignment::decode(bytes).map_err(|e| e.to_string()),
+                };
+                let (partitions, unreadable) = match decoded {
+                    Ok(mut assigned) => (assigned.remove(&self.topic).unwrap_or_default(), None),
+                    Err(why) => (Vec::new(), Some(why)),
+                };
+                AssignedMember {
+                    member_id: m.id().to_owned(),
+                    client_id: m.client_id().to_owned(),
+                    host: m.client_host().to_owned(),
+                    partitions,
+                    unreadable,
+                }
+            })
+            .collect();
+        Ok(GroupDescription {
+            state: info.state().to_owned(),
+            protocol: info.protocol().to_owned(),
+            members,
+        })
+    }
+
     /// The committed offset of each of `partitions` (`None`: nothing committed).
     pub fn committed(&self, partitions: &[i32]) -> Result<BTreeMap<i32, Option<i64>>, GroupError> {
-        super::committed_of(&self.consumer, &self.topic, partitions, QUERY_TIMEOUT)
+        self.committed_within(partitions, QUERY_TIMEOUT)
+    }
+
+    /// The same, waiting at most `timeout`.
+    pub fn committed_within(
+        &self,
+        partitions: &[i32],
+        timeout: Duration,
+    ) -> Result<BTreeMap<i32, Option<i64>>, GroupError> {
+        super::committed_of(&self.consumer, &self.topic, partitions, timeout)
             .map_err(|e| GroupError::Committed(self.group.clone(), e))
     }
 

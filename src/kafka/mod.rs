@@ -2,9 +2,11 @@
 //! connection's health ([`health`], with a [`tls_probe`] for refused certificates), the
 //! offset commits and the driver thread that is the only caller of the consumer. Above the
 //! actors: it delivers to them through their recipients and serves their requests. Beside the
-//! group member, for recovery: a throwaway [`reader`] of the topic and the group's offsets as
-//! an outside tool sees them ([`group`]).
+//! group member, for recovery and the group page: a throwaway [`reader`] of the topic and the
+//! group's offsets and members as an outside tool sees them ([`group`], its members' assignments
+//! decoded by [`assignment`]).
 
+pub mod assignment;
 pub mod client;
 pub mod commits;
 pub mod context;

@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::fetched;
 use crate::config::KafkaConnection;
@@ -106,9 +107,27 @@ pub enum Found {
     Read,
 }
 
+/// The reader's context: the end of a partition, which the reader asks for
+/// (`enable.partition.eof`), is how it knows it read everything, not an error to log (the group
+/// page reads the ends every few seconds); any other error is logged as librdkafka's.
+pub struct ReaderContext;
+
+impl ClientContext for ReaderContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        match error.rdkafka_error_code() {
+            Some(RDKafkaErrorCode::PartitionEOF) => {
+                tracing::trace!(reason, "reader reached a partition's end")
+            }
+            _ => tracing::warn!(error = %error, reason, "librdkafka (topic reader)"),
+        }
+    }
+}
+
+impl ConsumerContext for ReaderContext {}
+
 /// A throwaway reader of one topic.
 pub struct TopicReader {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<ReaderContext>,
     topic: String,
 }
 
@@ -130,7 +149,9 @@ impl TopicReader {
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true")
             .set("auto.offset.reset", "earliest");
-        let consumer = client.create().map_err(ReaderError::Create)?;
+        let consumer = client
+            .create_with_context(ReaderContext)
+            .map_err(ReaderError::Create)?;
         Ok(TopicReader {
             consumer,
             topic: config.topic.clone(),
@@ -198,6 +219,44 @@ impl TopicReader {
         });
         self.unassign();
         result.map(|()| bounds)
+    }
+
+    /// Each partition's end (the offset its next record will get, as a `read_committed` reader
+    /// sees it) from the broker's fetch answer to a read from the end: unlike [`Self::bounds`],
+    /// no record before the end is fetched.
+    pub fn ends(&self, partitions: &[i32]) -> Result<BTreeMap<i32, i64>, ReaderError> {
+        let starts: Vec<(i32, Offset)> = partitions.iter().map(|&p| (p, Offset::End)).collect();
+        self.assign(&starts)?;
+        let mut ends = BTreeMap::new();
+        let mut waiting: BTreeSet<i32> = partitions.iter().copied().collect();
+        let result = self.poll_until_done(&mut waiting, |reader, event| {
+            // A record comes when the broker's answer to "where is the end" fell short of it
+            // (tansu's, after a batch of several records): the fetch answer still has the end.
+            let (partition, last) = match event {
+                Event::Record(partition, record) => (partition, Some(record.offset)),
+                Event::Eof(partition) => (partition, None),
+            };
+            let (_, high) = reader.cached_watermarks(partition);
+            let end = high.max(last.map_or(0, |o| o + 1)).max(0);
+            ends.insert(partition, end);
+            Flow::Enough
+        });
+        self.unassign();
+        result.map(|()| ends)
+    }
+
+    /// The timestamp of the first record in each range (`None`: it has none, or the record
+    /// carries no time).
+    pub fn first_times(
+        &self,
+        ranges: &BTreeMap<i32, Bounds>,
+    ) -> Result<BTreeMap<i32, Option<DateTime<Utc>>>, ReaderError> {
+        let mut found = BTreeMap::new();
+        self.read(ranges, |partition, record| {
+            found.insert(partition, record.timestamp);
+            Flow::Enough
+        })?;
+        Ok(found)
     }
 
     /// Where the first record at or after `at` is in each partition, and how it was found.

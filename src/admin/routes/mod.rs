@@ -3,7 +3,8 @@
 //! database that is down or slow a 503 with a generic message (the detail goes to the log) —
 //! never a 500.
 //!
-//! Layout: [`pages`] (HTML), [`session`] (sign in and out), [`actions`] (operator actions),
+//! Layout: [`pages`] (HTML), [`group`] (the whole consumer group), [`session`] (sign in and
+//! out), [`actions`] (operator actions),
 //! [`remedies`] (dead-letter a record, replay dead letters), [`rewind`] (the live rewind),
 //! [`api`] (JSON), [`gate`] (sign-in for reading), [`assets`] (stylesheet and script); this
 //! file holds the shared plumbing and the health endpoints.
@@ -12,9 +13,11 @@ mod actions;
 mod api;
 mod assets;
 mod gate;
+mod group;
 mod pages;
 mod remedies;
 mod rewind;
+mod routed;
 mod session;
 
 use actix_web::http::StatusCode;
@@ -49,6 +52,7 @@ use crate::inbox::offset_resets;
 use pages::dead_letter_link;
 
 pub(super) use gate::read_gate;
+pub use routed::serve as serve_routed_commands;
 
 pub(super) type State = web::Data<AdminState>;
 
@@ -65,6 +69,10 @@ pub fn configure_admin(config: &mut web::ServiceConfig) {
         .service(pages::overview_page)
         .service(pages::partition_rows)
         .service(pages::partition_page)
+        .service(group::group_page)
+        .service(group::group_rows)
+        .service(group::group_members)
+        .service(group::api_group)
         .service(actions::partition_action)
         .service(remedies::skip_form)
         .service(remedies::skip_api)
@@ -78,6 +86,9 @@ pub fn configure_admin(config: &mut web::ServiceConfig) {
         .service(rewind::instance_rewind_confirm)
         .service(rewind::api_partition_rewind)
         .service(rewind::api_instance_rewind)
+        .service(rewind::group_rewind_form)
+        .service(rewind::group_rewind_confirm)
+        .service(rewind::api_group_rewind)
         .service(pages::dead_letters_page)
         .service(pages::ticket_search)
         .service(pages::ticket_page)

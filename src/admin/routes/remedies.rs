@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use super::routed::{Routed, RoutedAnswer, owned_here, route};
 use super::*;
 use crate::actors::messages::{DeadLetterRecord, SkipOutcome, SkipRefused};
 use crate::inbox::replay::{self, LetterId, ReplayError, ReplaySummary, Replayed};
@@ -80,11 +81,59 @@ async fn skip(
     principal: Principal,
     (partition, offset): (&str, &str),
     comment: Option<&str>,
-) -> Result<(i32, i64, Skipped), AdminError> {
+) -> Result<SkipDone, AdminError> {
     let partition = parse_partition(partition)?;
     let offset = parse_offset(offset)?;
     let comment = parse_comment(comment)?;
     let actor = principal.describe(request);
+    if !owned_here(state, partition).await? {
+        let routed = Routed::DeadLetter { offset, comment };
+        return route(state, &actor, partition, routed)
+            .await
+            .map(SkipDone::Routed);
+    }
+    skip_here(state, actor, partition, offset, comment)
+        .await
+        .map(|(p, o, s)| SkipDone::Here(p, o, s))
+}
+
+/// A skip, done here or carried to the partition's owner.
+enum SkipDone {
+    Here(i32, i64, Skipped),
+    Routed(RoutedAnswer),
+}
+
+/// A skip routed to this member: what its API would answer.
+pub(super) async fn skip_as(
+    state: &AdminState,
+    actor: &str,
+    partition: i32,
+    offset: i64,
+    comment: String,
+) -> Result<serde_json::Value, AdminError> {
+    let comment = parse_comment(Some(&comment))?;
+    let (partition, offset, skipped) =
+        skip_here(state, actor.to_owned(), partition, offset, comment).await?;
+    Ok(skip_body(partition, offset, skipped))
+}
+
+fn skip_body(partition: i32, offset: i64, skipped: Skipped) -> serde_json::Value {
+    serde_json::json!({
+        "partition": partition,
+        "offset": offset,
+        "outcome": skipped.as_str(),
+        "result": skipped.message(),
+    })
+}
+
+/// Dead-letters a record of a partition this member owns, under `actor`.
+async fn skip_here(
+    state: &AdminState,
+    actor: String,
+    partition: i32,
+    offset: i64,
+    comment: String,
+) -> Result<(i32, i64, Skipped), AdminError> {
     let answer = state
         .supervisor
         .send(DeadLetterRecord {
@@ -167,11 +216,12 @@ pub(super) async fn skip_form(
         skip(&state, &request, principal, place, form.comment.as_deref()).await
     }
     .await;
-    let page = skipped.map(|(partition, offset, skipped)| {
-        see_other(&format!(
+    let page = skipped.map(|done| match done {
+        SkipDone::Here(partition, offset, skipped) => see_other(&format!(
             "/partitions/{partition}?done=dead_letter&offset={offset}&outcome={}",
             skipped.as_str()
-        ))
+        )),
+        SkipDone::Routed(routed) => routed.page(),
     });
     page_or_error(&state, &request, page)
 }
@@ -202,17 +252,15 @@ pub(super) async fn skip_api(
         .comment;
     let place = (partition.as_str(), offset.as_str());
     let (partition, offset, skipped) =
-        skip(&state, &request, principal, place, comment.as_deref()).await?;
+        match skip(&state, &request, principal, place, comment.as_deref()).await? {
+            SkipDone::Here(partition, offset, skipped) => (partition, offset, skipped),
+            SkipDone::Routed(routed) => return Ok(routed.response()),
+        };
     let mut answer = match skipped {
         Skipped::Settled(_) => HttpResponse::Ok(),
         Skipped::Pending => HttpResponse::Accepted(),
     };
-    Ok(answer.json(serde_json::json!({
-        "partition": partition,
-        "offset": offset,
-        "outcome": skipped.as_str(),
-        "result": skipped.message(),
-    })))
+    Ok(answer.json(skip_body(partition, offset, skipped)))
 }
 
 // ----- replay dead letters ------------------------------------------------------------------
