@@ -570,6 +570,8 @@ pub struct GroupPartitionRow {
     pub unknown: String,
     pub watermark: String,
     pub paused: bool,
+    /// The offset resets on record, in words (empty: none).
+    pub gaps: String,
 }
 
 /// Partitions as "0-3, 7, 9".
@@ -631,6 +633,23 @@ impl GroupMemberRow {
     }
 }
 
+/// "2 offset resets, 40 offsets skipped, held", or nothing for a partition without any.
+fn gaps_text(p: &crate::group::view::PartitionRow) -> String {
+    if p.offset_resets == 0 {
+        return String::new();
+    }
+    let resets = match p.offset_resets {
+        1 => "1 offset reset".to_owned(),
+        n => format!("{n} offset resets"),
+    };
+    let held = if p.reset_held {
+        ", held until a rewind"
+    } else {
+        ""
+    };
+    format!("{resets}, {} offsets skipped{held}", p.offsets_skipped)
+}
+
 impl GroupPartitionRow {
     pub fn list(view: &GroupView) -> Vec<GroupPartitionRow> {
         view.partitions
@@ -662,6 +681,7 @@ impl GroupPartitionRow {
                     unknown: or_dash(p.unknown),
                     watermark: or_dash(p.watermark),
                     paused: p.paused,
+                    gaps: gaps_text(p),
                 }
             })
             .collect()

@@ -36,6 +36,9 @@ use crate::inbox::PgInboxError;
 use probe::{KafkaProbe, ProbeConfig};
 use view::GroupView;
 
+/// The newest offset resets the group view counts (a topic with more has bigger problems).
+const RESETS_SHOWN: i64 = 1000;
+
 /// How long a stopping member waits for its heartbeat task to record the leave.
 const STOP_WAIT: Duration = Duration::from_secs(3);
 
@@ -125,14 +128,25 @@ impl GroupMember {
             .map(|p| p.partition)
             .collect();
         let kafka = self.probe.read(&reported).await;
-        Ok(view::build(&view::Inputs {
+        let mut view = view::build(&view::Inputs {
             self_id: &self.member.id,
             group: &self.member.group,
             topic: &self.member.topic,
             members: &rows,
             kafka: &kafka,
             gone_after: self.settings.gone_after,
-        }))
+        });
+        // The gaps offset resets left (issue 21): shown beside each partition, so that a
+        // partition read on past a reset is not taken for one that lost nothing.
+        match crate::inbox::offset_resets::list_from(pool, &self.member.topic, None, RESETS_SHOWN)
+            .await
+        {
+            Ok(resets) => view::PartitionRow::count_resets(&mut view.partitions, &resets),
+            Err(error) => view.notes.push(format!(
+                "the offset resets on record could not be read: {error}"
+            )),
+        }
+        Ok(view)
     }
 
     /// Starts the heartbeat (publishing what `monitor` sees). Must run inside the runtime.

@@ -97,6 +97,28 @@ pub struct PartitionRow {
     pub guard_engaged: bool,
     /// The owner's count of the times it was given the partition (a routed command carries it).
     pub generation: Option<i64>,
+    /// Offset resets on record for the partition (`offset_resets`: its position left the log).
+    pub offset_resets: u32,
+    /// Offsets those resets passed over without reading them.
+    pub offsets_skipped: i64,
+    /// A reset holds the partition until an operator's rewind.
+    pub reset_held: bool,
+}
+
+impl PartitionRow {
+    /// Counts `resets` (the topic's, any partition) into the rows of their partitions.
+    pub fn count_resets(
+        rows: &mut [PartitionRow],
+        resets: &[crate::inbox::offset_resets::ResetRow],
+    ) {
+        for reset in resets {
+            if let Some(row) = rows.iter_mut().find(|r| r.partition == reset.partition) {
+                row.offset_resets += 1;
+                row.offsets_skipped += reset.skipped();
+                row.reset_held |= reset.to_offset.is_none();
+            }
+        }
+    }
 }
 
 /// The group.
@@ -410,6 +432,9 @@ fn row(partition: i32, owner: &Owner<'_>, kafka: &KafkaView) -> PartitionRow {
         paused: report.is_some_and(|r| r.paused),
         guard_engaged: report.is_some_and(|r| r.guard_engaged),
         generation: report.and_then(|r| r.generation),
+        offset_resets: 0,
+        offsets_skipped: 0,
+        reset_held: false,
     }
 }
 

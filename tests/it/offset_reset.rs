@@ -270,6 +270,24 @@ async fn with_the_continue_policy_a_position_before_the_log_start_is_recorded_be
         (start - 2) as f64
     );
     assert!(app.partition(0).await.unwrap().fetch.is_none());
+    // The group view counts the gap beside the partition, in the API and on the page.
+    let admin = app.handle.admin_addr.to_string();
+    let group = get(&admin, "/api/group").await;
+    assert_eq!(group.status, 200, "{}", group.body);
+    let row = group.json()["partitions"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["partition"] == 0).cloned())
+        .unwrap_or_default();
+    assert_eq!(row["offset_resets"], 1, "{row}");
+    assert_eq!(row["offsets_skipped"], start - 2, "{row}");
+    assert_eq!(row["reset_held"], false, "{row}");
+    let page = get(&admin, "/group").await;
+    assert!(
+        page.body
+            .contains(&format!("1 offset reset, {} offsets skipped", start - 2)),
+        "{}",
+        page.body
+    );
     app.shutdown().await;
 
     // verify's report names the gap: its records are gone, nothing can check them.
