@@ -298,7 +298,7 @@ fn the_prometheus_rules_are_deploy_alerts_yml_and_pass_promtool() {
         "promtool check rules",
     );
     assert!(
-        ran.stdout.contains("SUCCESS: 10 rules found") && ran.stdout.contains("SUCCESS: 1 rules"),
+        ran.stdout.contains("SUCCESS: 11 rules found") && ran.stdout.contains("SUCCESS: 1 rules"),
         "{}",
         ran.describe()
     );
