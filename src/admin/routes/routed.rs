@@ -397,6 +397,19 @@ async fn carry_out(state: &AdminState, command: &Command) -> Answer {
         by: me.clone(),
     };
     let refuse = |message: String| answer(Outcome::Refused, 409, message, Value::Null);
+    // The executed action's result: done, or refused (4xx) or failed (5xx) with its message.
+    let answer_done = |done: Result<(String, Value), AdminError>| match done {
+        Ok((message, body)) => answer(Outcome::Done, 200, message, body),
+        Err(error) => {
+            let status = error.status_code().as_u16();
+            let outcome = if status < 500 {
+                Outcome::Refused
+            } else {
+                Outcome::Failed
+            };
+            answer(outcome, status, error.to_string(), Value::Null)
+        }
+    };
     let timeout = state.group.settings.command_timeout;
     if command.age > timeout {
         return answer(
@@ -421,18 +434,7 @@ async fn carry_out(state: &AdminState, command: &Command) -> Answer {
     {
         let confirm = matches!(routed, Routed::MemberRewind { .. });
         let done = member_rewind(state, &actor, *to, partitions, confirm).await;
-        return match done {
-            Ok((message, body)) => answer(Outcome::Done, 200, message, body),
-            Err(error) => {
-                let status = error.status_code().as_u16();
-                let outcome = if status < 500 {
-                    Outcome::Refused
-                } else {
-                    Outcome::Failed
-                };
-                answer(outcome, status, error.to_string(), Value::Null)
-            }
-        };
+        return answer_done(done);
     }
     let Some(partition) = command.partition else {
         return refuse("the command names no partition".to_owned());
@@ -535,18 +537,7 @@ async fn carry_out(state: &AdminState, command: &Command) -> Answer {
                 )
             }),
     };
-    match done {
-        Ok((message, body)) => answer(Outcome::Done, 200, message, body),
-        Err(error) => {
-            let status = error.status_code().as_u16();
-            let outcome = if status < 500 {
-                Outcome::Refused
-            } else {
-                Outcome::Failed
-            };
-            answer(outcome, status, error.to_string(), Value::Null)
-        }
-    }
+    answer_done(done)
 }
 
 /// A rewind of every partition of this member, as listed when the group's rewind was asked:
