@@ -871,12 +871,27 @@ async fn anonymous_page_loads_are_limited_per_address_and_in_all_but_signed_in_o
             request_from(from(host), &addr, "GET", path, &headers, "").await
         }
     };
-    // 4 a second over all addresses, 8 at once; half of that per address.
-    for _ in 0..4 {
-        assert_eq!(page(1, "/dead-letters", vec![]).await.status, 200);
-    }
-    let started = Instant::now();
-    let refused = page(1, "/api/status", vec![]).await;
+    // 4 a second over all addresses, 8 at once; half of that per address: a burst of 4, then
+    // one more every 500 ms. The loads themselves take time on a busy machine, so the bucket is
+    // judged by what it let through against the time spent, not by the fifth load alone.
+    let burst_started = Instant::now();
+    let mut accepted = 0u32;
+    let (refused, started) = loop {
+        let path = if accepted % 2 == 0 { "/dead-letters" } else { "/api/status" };
+        let started = Instant::now();
+        let response = page(1, path, vec![]).await;
+        if response.status != 200 {
+            break (response, started);
+        }
+        accepted += 1;
+        assert!(accepted <= 40, "40 anonymous loads from one address, none refused");
+    };
+    let refilled = (burst_started.elapsed().as_secs_f64() / 0.5).floor() as u32;
+    assert!(
+        (4..=4 + refilled).contains(&accepted),
+        "{accepted} anonymous loads accepted from one address before a refusal, \
+         with {refilled} refilled"
+    );
     assert_eq!(refused.status, 429, "{}", refused.body);
     assert!(
         started.elapsed() >= OVER_LIMIT_DELAY,
