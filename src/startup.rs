@@ -175,6 +175,7 @@ impl Application {
                 batch_size: runtime.batch_size,
                 max_unresolved: runtime.max_unresolved,
                 linger: runtime.batch_linger,
+                batches_in_flight: runtime.batches_in_flight,
             },
             retry: runtime.retry,
             max_payload_bytes: runtime.max_payload_bytes,

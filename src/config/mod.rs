@@ -182,6 +182,12 @@ pub struct TuningArgs {
     #[arg(long = key::BATCH_LINGER.long, env = key::BATCH_LINGER.env,
           default_value = defaults::BATCH_LINGER, value_parser = parse_duration)]
     pub batch_linger: Duration,
+    /// Batches of new records one partition runs at once: its next full batch goes to the
+    /// database while the previous one commits (1: one transaction at a time). Outcomes still
+    /// count in offset order.
+    #[arg(long = key::BATCHES_IN_FLIGHT.long, env = key::BATCHES_IN_FLIGHT.env,
+          default_value_t = defaults::BATCHES_IN_FLIGHT)]
+    pub batches_in_flight: usize,
     /// A partition whose oldest Unknown record is older than this is stuck.
     #[arg(long = key::STUCK_UNKNOWN.long, env = key::STUCK_UNKNOWN.env,
           default_value = defaults::STUCK_UNKNOWN, value_parser = parse_duration)]
@@ -310,6 +316,7 @@ pub struct RuntimeSettings {
     pub work_timeout: Duration,
     pub batch_size: usize,
     pub batch_linger: Duration,
+    pub batches_in_flight: usize,
     pub stuck: StuckRules,
 }
 
@@ -334,6 +341,7 @@ impl Default for RuntimeSettings {
             work_timeout: duration(defaults::WORK_TIMEOUT),
             batch_size: defaults::BATCH_SIZE,
             batch_linger: duration(defaults::BATCH_LINGER),
+            batches_in_flight: defaults::BATCHES_IN_FLIGHT,
             stuck: StuckRules {
                 unknown_age: duration(defaults::STUCK_UNKNOWN),
                 stall: duration(defaults::STALL),
@@ -358,6 +366,7 @@ impl RuntimeSettings {
             work_timeout: tuning.work_timeout,
             batch_size: tuning.batch_size,
             batch_linger: tuning.batch_linger,
+            batches_in_flight: tuning.batches_in_flight,
             stuck: StuckRules {
                 unknown_age: tuning.stuck_unknown,
                 stall: tuning.stall,
@@ -517,6 +526,12 @@ impl RuntimeSettings {
             return Err(ConfigError::at(
                 key::BATCH_SIZE,
                 "must be between 1 and 10000",
+            ));
+        }
+        if self.batches_in_flight == 0 || self.batches_in_flight > 8 {
+            return Err(ConfigError::at(
+                key::BATCHES_IN_FLIGHT,
+                "must be between 1 and 8",
             ));
         }
         if self.partition_queue < self.batch_size {

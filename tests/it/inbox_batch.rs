@@ -386,6 +386,67 @@ async fn two_concurrent_batches_sharing_event_ids_apply_each_shared_id_exactly_o
     assert_eq!(stored(&db).await, (5 * 300, 5 * 300, 0));
 }
 
+/// A partition's next batch runs while its previous one commits (`--batches-in-flight`): when
+/// both hold the same event id, the later one waits at the inbox's unique index for the earlier
+/// transaction and takes the outcome it leaves. One row either way.
+#[tokio::test]
+async fn a_batch_meeting_an_earlier_batchs_uncommitted_event_takes_the_outcome_it_leaves() {
+    let db = test_database_with(2).await;
+    let earlier_pool = history_consumer::db::pool(&db.url, 1).unwrap();
+    for earlier_commits in [true, false] {
+        let (shared, own) = if earlier_commits {
+            (event(1), event(2))
+        } else {
+            (event(3), event(4))
+        };
+        // The earlier batch: the shared event's marker and history row, not yet committed.
+        let earlier = earlier_pool.get().await.unwrap();
+        earlier
+            .batch_execute(&format!(
+                "BEGIN; \
+                 INSERT INTO inbox (event_id, first_partition, first_offset) \
+                     VALUES ('{id}', 3, 10); \
+                 INSERT INTO history_events (event_id, ticket_id, from_status, to_status, changed_at) \
+                     VALUES ('{id}', 'ticket-1', 'open', 'resolved', now())",
+                id = shared.event_id
+            ))
+            .await
+            .unwrap();
+        let later = [shared.clone(), own.clone()];
+        let items = events_at(&later, 20);
+        let running = process_batch(&db.pool, &items);
+        tokio::pin!(running);
+        let waited = tokio::time::timeout(Duration::from_millis(300), &mut running).await;
+        assert!(waited.is_err(), "the later batch waits for the earlier one");
+        let end = if earlier_commits {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        earlier.batch_execute(end).await.unwrap();
+        let outcomes = tokio::time::timeout(Duration::from_secs(10), running)
+            .await
+            .expect("the later batch goes on once the earlier one ended")
+            .unwrap();
+        let (first_partition, first_offset, _) = first_seen(&db, &shared.event_id).await;
+        if earlier_commits {
+            assert_eq!(outcomes, [AlreadyApplied, Applied]);
+            assert_eq!((first_partition, first_offset), (Some(3), Some(10)));
+        } else {
+            assert_eq!(outcomes, [Applied, Applied]);
+            assert_eq!((first_partition, first_offset), (Some(3), Some(20)));
+        }
+        let rows: i64 = db
+            .scalar(&format!(
+                "SELECT count(*) FROM history_events WHERE event_id = '{}'",
+                shared.event_id
+            ))
+            .await;
+        assert_eq!(rows, 1, "one row for the shared event ({end})");
+    }
+    assert_eq!(stored(&db).await, (4, 4, 0));
+}
+
 #[tokio::test]
 async fn a_batch_cancelled_mid_transaction_never_hands_its_transaction_to_the_next_user() {
     let db = test_database_with(1).await;

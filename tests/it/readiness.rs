@@ -221,7 +221,8 @@ async fn readyz_and_healthz_of_the_binary_answer_within_a_second_while_its_datab
     produce(&kafka, 100..300).await;
     let hung = Instant::now();
     let mut answers = 0;
-    while hung.elapsed() < Duration::from_secs(12) {
+    // For 12 s and at least 10 rounds (on a loaded machine a round takes longer).
+    while hung.elapsed() < Duration::from_secs(12) || answers < 10 {
         let (status, body) = get_within_a_second(&member, "/readyz").await;
         if hung.elapsed() > Duration::from_secs(1) {
             assert_eq!(status, 503, "{body}");
@@ -232,7 +233,6 @@ async fn readyz_and_healthz_of_the_binary_answer_within_a_second_while_its_datab
         answers += 1;
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    assert!(answers > 10);
 
     proxy.hold_replies(false);
     wait_for(

@@ -1,6 +1,7 @@
-//! The partition actor: resolves its partition's records serially through the inbox, reports
-//! each outcome to the checkpoint, and keeps Unknown records in a bounded backlog that is
-//! retried with capped exponential backoff while later records go on.
+//! The partition actor: resolves its partition's records through the inbox (a batch at a time,
+//! the next full batch sent while the previous commits), reports each outcome to the checkpoint
+//! in offset order, and keeps Unknown records in a bounded backlog that is retried with capped
+//! exponential backoff while later records go on.
 //!
 //! The decisions live in [`schedule`] (pure); this actor carries them out: it runs the work
 //! against the database, asks the driver thread for records as its window empties, and keeps
@@ -83,6 +84,20 @@ pub struct PartitionActor {
     skips: BTreeMap<i64, Vec<oneshot::Sender<SkipOutcome>>>,
     /// What the log was told about the partition's failures (see [`failures`]).
     failures: FailureLog,
+    /// Units of work started and not yet accounted for, oldest first: `None` while running,
+    /// the result once it finished. A unit is accounted for only after every unit started
+    /// before it, so outcomes count in offset order even when batches commit out of order.
+    units: VecDeque<Option<UnitDone>>,
+    /// The number of units accounted for since the actor started (the first in `units`).
+    units_done: u64,
+}
+
+/// A finished unit of work, waiting for its turn to be accounted for.
+struct UnitDone {
+    batch: Vec<(i64, Work)>,
+    pass: Pass,
+    executed: Vec<Executed>,
+    released: Option<Result<bool, PgInboxError>>,
 }
 
 impl PartitionActor {
@@ -101,6 +116,8 @@ impl PartitionActor {
             intake_stopped: false,
             skips: BTreeMap::new(),
             failures: FailureLog::new(SUMMARY_EVERY),
+            units: VecDeque::new(),
+            units_done: 0,
         }
     }
 
@@ -121,8 +138,15 @@ impl PartitionActor {
                     });
                     continue;
                 }
-                Next::Retry(retries) => self.run(retries, Pass::Retry, ctx),
-                Next::Batch(batch) => self.run(batch, Pass::First, ctx),
+                Next::Retry(retries) => {
+                    self.run(retries, Pass::Retry, ctx);
+                    continue;
+                }
+                // The next full batch may join it while it commits (`schedule`'s pipelining).
+                Next::Batch(batch) => {
+                    self.run(batch, Pass::First, ctx);
+                    continue;
+                }
                 Next::WaitUntil(at) => self.wake_at(at, ctx),
                 Next::Idle | Next::Busy => {}
             }
@@ -163,7 +187,8 @@ impl PartitionActor {
         self.timer = Some((at, handle));
     }
 
-    /// Runs records in one unit of work: new ones, or Unknown ones again.
+    /// Runs records in one unit of work: new ones, or Unknown ones again. Its result is
+    /// accounted for once every unit started before it has been (see `units`).
     fn run(&mut self, batch: Vec<(i64, Work)>, pass: Pass, ctx: &mut Context<Self>) {
         if let (Pass::First, Some((offset, work))) = (pass, batch.last()) {
             self.last_offset = Some(*offset);
@@ -172,6 +197,8 @@ impl PartitionActor {
         let deps = self.deps.clone();
         let partition = self.partition();
         let wants_release = self.guard.wants_release();
+        let unit = self.units_done + self.units.len() as u64;
+        self.units.push_back(None);
         ctx.spawn(
             async move {
                 let policy = Policy {
@@ -191,41 +218,64 @@ impl PartitionActor {
                 } else {
                     None
                 };
-                (batch, executed, released)
+                UnitDone {
+                    batch,
+                    pass,
+                    executed,
+                    released,
+                }
             }
             .into_actor(self)
-            .map(move |(batch, executed, released), actor, ctx| {
-                actor.schedule.finished();
-                debug_assert_eq!(batch.len(), executed.len());
-                let answered = executed.iter().any(|e| e.outcome.is_resolved());
-                actor.observe(&executed);
-                // Only the newest outcomes stay in `recent`: the rest of a batch is not kept.
-                let kept_from = batch.len().saturating_sub(RECENT_OUTCOMES);
-                for (i, ((offset, work), executed)) in batch.into_iter().zip(executed).enumerate() {
-                    if i >= kept_from {
-                        actor.remember(offset, work.event_id().map(str::to_owned), &executed);
-                    }
-                    actor.finish(offset, pass, work, executed);
-                }
-                if let Some(released) = released {
-                    actor.guard_released(released);
-                }
-                let backlog = actor.schedule.backlog_len();
-                if let Some(line) = actor.failures.settled(Instant::now(), backlog) {
-                    actor.write_failures(line, None);
-                }
-                let partition = actor.partition();
-                actor.deps.metrics.set_backlog(
-                    partition,
-                    actor.schedule.backlog_len(),
-                    actor.oldest_unknown_age(),
-                );
-                if answered {
-                    actor.schedule.database_answered(Instant::now());
+            .map(move |done, actor, ctx| {
+                let slot = usize::try_from(unit - actor.units_done).expect("a unit in the queue");
+                actor.units[slot] = Some(done);
+                while let Some(Some(_)) = actor.units.front() {
+                    let done = actor.units.pop_front().flatten().expect("a finished unit");
+                    actor.units_done += 1;
+                    actor.account(done);
                 }
                 actor.drive(ctx);
             }),
         );
+    }
+
+    /// Accounts for a finished unit of work, in the order units started: the schedule, the
+    /// counts, the checkpoint, the backlog and the metrics.
+    fn account(&mut self, done: UnitDone) {
+        let UnitDone {
+            batch,
+            pass,
+            executed,
+            released,
+        } = done;
+        self.schedule.finished();
+        debug_assert_eq!(batch.len(), executed.len());
+        let answered = executed.iter().any(|e| e.outcome.is_resolved());
+        self.observe(&executed);
+        // Only the newest outcomes stay in `recent`: the rest of a batch is not kept.
+        let kept_from = batch.len().saturating_sub(RECENT_OUTCOMES);
+        for (i, ((offset, work), executed)) in batch.into_iter().zip(executed).enumerate() {
+            if i >= kept_from {
+                self.remember(offset, work.event_id().map(str::to_owned), &executed);
+            }
+            self.finish(offset, pass, work, executed);
+        }
+        if let Some(released) = released {
+            self.guard_released(released);
+        }
+        let backlog = self.schedule.backlog_len();
+        if let Some(line) = self.failures.settled(Instant::now(), backlog) {
+            self.write_failures(line, None);
+        }
+        let partition = self.partition();
+        self.deps.metrics.set_backlog(
+            partition,
+            self.schedule.backlog_len(),
+            self.oldest_unknown_age(),
+        );
+        if answered {
+            self.schedule.database_answered(Instant::now());
+        }
     }
 
     /// The metrics of a unit of work's outcomes, counted once per outcome and cause (one

@@ -3,7 +3,7 @@
 //!
 //! Rules, in priority order when nothing is running:
 //! 1. a skip (offsets without records) at the head of the queue is reported at once: every
-//!    record before it has been reported already, since one unit of work runs at a time;
+//!    record before it has been reported already, since nothing is running;
 //! 2. a record an operator asked to dead-letter runs next, alone, as its dead letter; then due
 //!    retries of Unknown records, lowest offset first: together, as one batch, when they failed
 //!    because the database was unavailable (the records were not the cause); alone when the
@@ -12,6 +12,16 @@
 //!    Unknown records has room and no operator paused the partition; a short batch waits up to
 //!    `linger` for more records while more are on their way;
 //! 4. otherwise wait for the next retry or for new input.
+//!
+//! Pipelining: while batches of new records run, and nothing else does, the next full batch
+//! starts too, up to `batches_in_flight` at once, so that a partition never waits on its own
+//! transaction while records are ready. Everything else (a skip, a retry, an operator's
+//! replacement, a short batch) waits until nothing runs, as above. Units finish in the order
+//! they started (the actor holds a finished unit back until those before it have finished), so
+//! every first outcome reaches the checkpoint in offset order, and an Unknown record still holds
+//! the position at its offset whatever ran after it. Records of two batches in flight that
+//! carry the same event id meet at the inbox's unique index: the later transaction waits for
+//! the earlier one and takes the outcome it left (one row either way).
 //!
 //! When the database answers again after being unavailable, every record that waits only for
 //! it is due at once: after an outage the backlog drains in batches, not at its backoff pace.
@@ -38,6 +48,8 @@ pub struct Limits {
     pub max_unresolved: usize,
     /// How long a short batch waits for more records.
     pub linger: Duration,
+    /// Batches of new records that may run at once (1: one unit of work at a time).
+    pub batches_in_flight: usize,
 }
 
 /// A queued item, in offset order.
@@ -78,10 +90,9 @@ pub struct Failure {
     pub cause: UnknownCause,
 }
 
-/// What is running.
+/// A unit of work that is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Running {
-    Nothing,
     /// Retries of this many Unknown records.
     Retry(usize),
     /// A batch of this many new records.
@@ -132,7 +143,8 @@ pub struct Schedule<W> {
     queued_records: usize,
     requested: usize,
     backlog: BTreeMap<i64, Unresolved<W>>,
-    running: Running,
+    /// Units started and not finished, oldest first.
+    running: VecDeque<Running>,
     paused: bool,
     draining: bool,
     linger_until: Option<Instant>,
@@ -142,6 +154,7 @@ impl<W: Clone> Schedule<W> {
     /// A fresh partition: the driver sends up to `window` records before being asked.
     pub fn new(limits: Limits, retry: Backoff, paused: bool) -> Self {
         debug_assert!(limits.window >= 1 && limits.batch_size >= 1 && limits.max_unresolved >= 1);
+        debug_assert!(limits.batches_in_flight >= 1);
         Schedule {
             limits,
             retry,
@@ -149,7 +162,7 @@ impl<W: Clone> Schedule<W> {
             queued_records: 0,
             requested: limits.window,
             backlog: BTreeMap::new(),
-            running: Running::Nothing,
+            running: VecDeque::new(),
             paused,
             draining: false,
             linger_until: None,
@@ -180,11 +193,7 @@ impl<W: Clone> Schedule<W> {
         if self.draining {
             return None;
         }
-        let running = match self.running {
-            Running::Batch(records) => records,
-            Running::Nothing | Running::Retry(_) => 0,
-        };
-        let held = self.queued_records + running + self.requested;
+        let held = self.queued_records + self.running_records() + self.requested;
         let room = self.limits.window.saturating_sub(held);
         let worth = self.limits.batch_size.min(self.limits.window / 2).max(1);
         if room < worth {
@@ -196,8 +205,8 @@ impl<W: Clone> Schedule<W> {
 
     /// The next thing to do (see the module docs); `unit` picks the jitter of retry delays.
     pub fn next(&mut self, now: Instant) -> Next<W> {
-        if self.running != Running::Nothing {
-            return Next::Busy;
+        if !self.running.is_empty() {
+            return self.next_in_pipeline(now);
         }
         if let Some(Item::Skip { after, position }) = self.queue.front() {
             let next = Next::Skip {
@@ -218,7 +227,7 @@ impl<W: Clone> Schedule<W> {
             // From now on its retries are of the replacement, at their backoff pace.
             entry.work = entry.replacement.take().expect("found with a replacement");
             entry.cause = UnknownCause::Refused;
-            self.running = Running::Retry(1);
+            self.running.push_back(Running::Retry(1));
             return Next::Retry(vec![(offset, entry.work.clone())]);
         }
         if let Some((&offset, first)) = self.backlog.iter().find(|(_, e)| e.next_retry <= now) {
@@ -232,7 +241,7 @@ impl<W: Clone> Schedule<W> {
                     .map(|(offset, e)| (*offset, e.work.clone()))
                     .collect()
             };
-            self.running = Running::Retry(retries.len());
+            self.running.push_back(Running::Retry(retries.len()));
             return Next::Retry(retries);
         }
         let room = self
@@ -255,17 +264,7 @@ impl<W: Clone> Schedule<W> {
                 }
             }
             self.linger_until = None;
-            let batch: Vec<(i64, W)> = self
-                .queue
-                .drain(..ready)
-                .map(|item| match item {
-                    Item::Record { offset, work } => (offset, work),
-                    Item::Skip { .. } => unreachable!("only records were counted"),
-                })
-                .collect();
-            self.queued_records -= batch.len();
-            self.running = Running::Batch(batch.len());
-            return Next::Batch(batch);
+            return Next::Batch(self.start_batch(ready));
         }
         match self.earliest_retry() {
             Some(at) => Next::WaitUntil(at),
@@ -273,14 +272,77 @@ impl<W: Clone> Schedule<W> {
         }
     }
 
+    /// While batches run: the next full batch joins them if nothing else is waiting for its
+    /// turn and the bounds allow it (see the module docs); otherwise wait for them.
+    fn next_in_pipeline(&mut self, now: Instant) -> Next<W> {
+        let only_batches = self.running.iter().all(|u| matches!(u, Running::Batch(_)));
+        if !only_batches
+            || self.running.len() >= self.limits.batches_in_flight
+            || self.draining
+            || self.paused
+            || self.backlog.values().any(|e| e.replacement.is_some())
+        {
+            return Next::Busy;
+        }
+        // A due retry goes first, once the batches before it finished: don't start another.
+        if self.backlog.values().any(|e| e.next_retry <= now) {
+            return Next::Busy;
+        }
+        let room = self
+            .limits
+            .max_unresolved
+            .saturating_sub(self.backlog.len() + self.running_records());
+        if room < self.limits.batch_size {
+            return Next::Busy;
+        }
+        let ready = self
+            .queue
+            .iter()
+            .take(self.limits.batch_size)
+            .take_while(|item| matches!(item, Item::Record { .. }))
+            .count();
+        if ready < self.limits.batch_size {
+            return Next::Busy;
+        }
+        Next::Batch(self.start_batch(ready))
+    }
+
+    /// Takes the first `ready` queued items (all records) as a running batch.
+    fn start_batch(&mut self, ready: usize) -> Vec<(i64, W)> {
+        self.linger_until = None;
+        let batch: Vec<(i64, W)> = self
+            .queue
+            .drain(..ready)
+            .map(|item| match item {
+                Item::Record { offset, work } => (offset, work),
+                Item::Skip { .. } => unreachable!("only records were counted"),
+            })
+            .collect();
+        self.queued_records -= batch.len();
+        self.running.push_back(Running::Batch(batch.len()));
+        batch
+    }
+
+    /// Records of the batches running (retried records are counted in the backlog).
+    fn running_records(&self) -> usize {
+        self.running
+            .iter()
+            .map(|unit| match unit {
+                Running::Batch(records) => *records,
+                Running::Retry(_) => 0,
+            })
+            .sum()
+    }
+
     fn earliest_retry(&self) -> Option<Instant> {
         self.backlog.values().map(|e| e.next_retry).min()
     }
 
-    /// What was running finished; report each record's result with [`Self::unknown`] or
-    /// [`Self::resolved`].
+    /// The oldest running unit finished (units finish in the order they started); report
+    /// each of its records' results with [`Self::unknown`] or [`Self::resolved`].
     pub fn finished(&mut self) {
-        self.running = Running::Nothing;
+        let finished = self.running.pop_front();
+        debug_assert!(finished.is_some(), "finished while nothing ran");
     }
 
     /// The record at `offset` is Unknown (again): it waits in the backlog for its next retry,
@@ -367,7 +429,7 @@ impl<W: Clone> Schedule<W> {
 
     /// Draining and nothing running: the actor may stop.
     pub fn drained(&self) -> bool {
-        self.draining && self.running == Running::Nothing
+        self.draining && self.running.is_empty()
     }
 
     pub fn phase(&self) -> Phase {
@@ -403,11 +465,7 @@ impl<W: Clone> Schedule<W> {
 
     /// Records received and not yet resolved for the first time (queued or running).
     pub fn in_flight(&self) -> usize {
-        self.queued_records
-            + match self.running {
-                Running::Batch(records) => records,
-                Running::Nothing | Running::Retry(_) => 0,
-            }
+        self.queued_records + self.running_records()
     }
 
     /// Records asked for and not received yet.
@@ -415,8 +473,9 @@ impl<W: Clone> Schedule<W> {
         self.requested
     }
 
-    pub fn running(&self) -> Running {
-        self.running
+    /// Units running, oldest first.
+    pub fn running(&self) -> impl Iterator<Item = Running> + '_ {
+        self.running.iter().copied()
     }
 }
 
@@ -432,6 +491,7 @@ mod tests {
             batch_size,
             max_unresolved,
             linger: LINGER,
+            batches_in_flight: 1,
         }
     }
 
@@ -738,5 +798,295 @@ mod tests {
         s.unknown(0, "work", rejected(), now, 0.5);
         s.drain();
         assert!(!s.replace(0, |_| "letter"));
+    }
+
+    fn pipelined(
+        window: usize,
+        batch_size: usize,
+        max_unresolved: usize,
+    ) -> Schedule<&'static str> {
+        Schedule::new(
+            Limits {
+                batches_in_flight: 2,
+                ..limits(window, batch_size, max_unresolved)
+            },
+            no_jitter(),
+            false,
+        )
+    }
+
+    #[test]
+    fn the_next_full_batch_runs_while_the_previous_one_commits() {
+        let mut s = pipelined(12, 4, 20);
+        let now = Instant::now();
+        s.receive(records(0..10));
+        assert_eq!(batch_offsets(s.next(now)), vec![0, 1, 2, 3]);
+        assert_eq!(batch_offsets(s.next(now)), vec![4, 5, 6, 7]);
+        assert_eq!(s.next(now), Next::Busy, "two batches in flight at most");
+        assert_eq!(s.in_flight(), 10);
+        s.finished();
+        assert_eq!(
+            s.next(now),
+            Next::Busy,
+            "a short batch waits until nothing runs, not beside a running one"
+        );
+        s.finished();
+        assert!(matches!(s.next(now), Next::WaitUntil(_)), "then lingers");
+        assert_eq!(s.running().count(), 0);
+    }
+
+    #[test]
+    fn a_skip_a_due_retry_or_a_replacement_waits_until_nothing_runs() {
+        let now = Instant::now();
+        // A skip behind a running batch: nothing overtakes it.
+        let mut s = pipelined(16, 2, 20);
+        s.receive(records(0..2));
+        s.receive_skip(Some(1), 3);
+        s.receive(records(3..7));
+        assert_eq!(batch_offsets(s.next(now)), vec![0, 1]);
+        assert_eq!(s.next(now), Next::Busy);
+        s.finished();
+        assert!(matches!(s.next(now), Next::Skip { .. }));
+        assert_eq!(batch_offsets(s.next(now)), vec![3, 4]);
+        assert_eq!(batch_offsets(s.next(now)), vec![5, 6], "pipelined again");
+        s.finished();
+        s.finished();
+
+        // A due retry: no new batch joins the running one; the retry runs alone after it.
+        let mut s = pipelined(16, 2, 20);
+        s.receive(records(0..8));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.finished();
+        s.unknown(0, "work", rejected(), now, 0.5);
+        assert_eq!(batch_offsets(s.next(now)), vec![2, 3], "not due yet");
+        let due = now + Duration::from_millis(100);
+        assert_eq!(s.next(due), Next::Busy, "due: the pipeline is not refilled");
+        s.finished();
+        assert_eq!(retry_offsets(s.next(due)), vec![0]);
+        assert_eq!(s.next(due), Next::Busy, "nothing runs beside a retry");
+        s.finished();
+        assert!(s.resolved(0));
+
+        // An operator's replacement waits for the running batches, then runs first.
+        let mut s = pipelined(16, 2, 20);
+        s.receive(records(0..8));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.finished();
+        s.unknown(1, "work", rejected(), now, 0.5);
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        assert!(s.replace(1, |_| "letter"));
+        assert_eq!(s.next(now), Next::Busy);
+        s.finished();
+        assert_eq!(s.next(now), Next::Retry(vec![(1, "letter")]));
+    }
+
+    #[test]
+    fn batches_in_flight_leave_room_in_the_backlog_for_all_their_records() {
+        let now = Instant::now();
+        let mut s = pipelined(16, 4, 6);
+        s.receive(records(0..12));
+        assert_eq!(batch_offsets(s.next(now)), vec![0, 1, 2, 3]);
+        assert_eq!(
+            s.next(now),
+            Next::Busy,
+            "4 running and 4 more could not all be held as Unknown (bound 6)"
+        );
+        let mut s = pipelined(16, 4, 8);
+        s.receive(records(0..12));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+    }
+
+    #[test]
+    fn a_paused_or_draining_partition_starts_no_batch_beside_a_running_one() {
+        let now = Instant::now();
+        let mut s = pipelined(16, 2, 20);
+        s.receive(records(0..8));
+        assert!(matches!(s.next(now), Next::Batch(_)));
+        s.set_paused(true);
+        assert_eq!(s.next(now), Next::Busy);
+        s.set_paused(false);
+        s.drain();
+        assert_eq!(s.next(now), Next::Busy);
+        s.finished();
+        assert!(s.drained());
+    }
+
+    /// A tiny deterministic generator for the simulation below.
+    struct Dice(u64);
+
+    impl Dice {
+        fn roll(&mut self, sides: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % sides
+        }
+    }
+
+    /// Runs a partition of `records` records (with gaps reported as skips) through a schedule
+    /// with `depth` batches in flight, units finishing oldest first as the actor accounts for
+    /// them, outcomes drawn by `dice`; checks the rules at every step and returns the
+    /// watermark's final position and the most units that ran at once.
+    fn simulate(
+        depth: usize,
+        batch_size: usize,
+        max_unresolved: usize,
+        seed: u64,
+    ) -> (Option<i64>, usize) {
+        use crate::watermark::Watermark;
+        let limits = Limits {
+            window: batch_size * (depth + 1),
+            batch_size,
+            max_unresolved,
+            linger: LINGER,
+            batches_in_flight: depth,
+        };
+        let mut s: Schedule<i64> = Schedule::new(limits, no_jitter(), false);
+        // The partition's log: 200 records, some after a gap (a transaction marker), and
+        // sometimes a marker at its end; the same log for every schedule of one seed.
+        let mut layout = Dice(seed | 1);
+        let mut log = Vec::new();
+        let mut offset = 0i64;
+        for _ in 0..200 {
+            let gap = layout.roll(10) == 0;
+            if gap {
+                offset += 1 + layout.roll(2) as i64;
+            }
+            log.push((offset, gap));
+            offset += 1;
+        }
+        let trailing_marker = layout.roll(2) == 0;
+        let mut dice = Dice(seed.rotate_left(17) | 1);
+        let mut watermark = Watermark::new();
+        let mut now = Instant::now();
+        let total = log.len();
+        let (mut delivered, mut sent) = (0usize, 0usize);
+        let mut last_delivered: Option<i64> = None;
+        let mut granted = limits.window;
+        let mut running: VecDeque<(Vec<i64>, Pass)> = VecDeque::new();
+        let mut first_reports = Vec::new();
+        let mut most_running = 0;
+        for step in 0..200_000 {
+            let settling = delivered >= total;
+            match dice.roll(4) {
+                0 if granted > 0 && delivered < total => {
+                    let n = (1 + dice.roll(6) as usize)
+                        .min(granted)
+                        .min(total - delivered);
+                    for &(offset, gap) in &log[delivered..delivered + n] {
+                        if gap {
+                            // The driver reports the gap before the record after it.
+                            s.receive_skip(last_delivered, offset);
+                        }
+                        s.receive([(offset, offset)]);
+                        last_delivered = Some(offset);
+                    }
+                    delivered += n;
+                    granted -= n;
+                    if delivered == total && trailing_marker {
+                        s.receive_skip(last_delivered, offset + 1);
+                    }
+                }
+                1 => match s.next(now) {
+                    Next::Skip { after, position } => {
+                        assert!(running.is_empty(), "a skip beside running work");
+                        assert_eq!(
+                            watermark.highest_reported(),
+                            after,
+                            "a skip overtook records"
+                        );
+                        assert!(watermark.skip_gap(after, position));
+                    }
+                    Next::Batch(batch) => {
+                        assert!(batch.len() <= batch_size);
+                        running.push_back((batch.iter().map(|(o, _)| *o).collect(), Pass::First));
+                        sent += batch.len();
+                    }
+                    Next::Retry(retries) => {
+                        assert!(running.is_empty(), "a retry beside running work");
+                        running.push_back((retries.iter().map(|(o, _)| *o).collect(), Pass::Retry));
+                    }
+                    Next::Idle if delivered == total && running.is_empty() => {
+                        assert_eq!(s.backlog_len(), 0, "idle with Unknown records");
+                        assert_eq!(s.in_flight(), 0);
+                        break;
+                    }
+                    Next::WaitUntil(_) | Next::Idle | Next::Busy => {}
+                },
+                2 if !running.is_empty() => {
+                    let (offsets, pass) = running.pop_front().expect("a running unit");
+                    s.finished();
+                    // After all records arrived, the database recovers so everything resolves.
+                    let down = !settling && dice.roll(8) == 0;
+                    for offset in offsets {
+                        let resolved = settling || (!down && dice.roll(10) != 0);
+                        if pass == Pass::First {
+                            assert!(watermark.report(offset, resolved), "out of order: {offset}");
+                            first_reports.push(offset);
+                        }
+                        if resolved {
+                            if pass == Pass::Retry {
+                                assert!(s.resolved(offset));
+                                assert!(watermark.resolve(offset));
+                            }
+                        } else {
+                            let failure = if down { unavailable() } else { rejected() };
+                            s.unknown(offset, offset, failure, now, 0.5);
+                        }
+                    }
+                    if !down {
+                        s.database_answered(now);
+                    }
+                }
+                _ => now += Duration::from_millis(1 + dice.roll(40)),
+            }
+            most_running = most_running.max(s.running().count());
+            assert!(s.running().count() <= depth, "step {step}: too many units");
+            if s.running().any(|u| matches!(u, Running::Retry(_))) {
+                assert_eq!(s.running().count(), 1, "a retry runs alone");
+            }
+            assert!(
+                s.backlog_len() <= max_unresolved,
+                "the backlog outgrew its bound"
+            );
+            if let Some(more) = s.demand() {
+                granted += more;
+            }
+        }
+        assert_eq!(sent, total, "every record ran once as new");
+        assert_eq!(first_reports.len(), total);
+        assert!(first_reports.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(watermark.unresolved_count(), 0);
+        (watermark.position(), most_running)
+    }
+
+    #[test]
+    fn the_simulation_finishes_a_partition_at_its_end() {
+        for depth in 1..=3 {
+            let (position, most_running) = simulate(depth, 4, 12, 42);
+            assert!(position.is_some());
+            assert_eq!(most_running, depth, "the pipeline filled");
+        }
+    }
+
+    proptest::proptest! {
+        /// Pipelining changes when units run, never what the watermark makes of them: every
+        /// record is reported once, in offset order, Unknown ones hold the position until they
+        /// resolve, skips wait for the records before them, the backlog stays bounded, and the
+        /// partition ends at the same position as with one unit at a time.
+        #[test]
+        fn pipelined_units_keep_the_watermark_rules(
+            seed in proptest::prelude::any::<u64>(),
+            depth in 2usize..=4,
+            batch_size in 1usize..=8,
+            extra_backlog in 0usize..=16,
+        ) {
+            let max_unresolved = batch_size * depth + extra_backlog;
+            let (pipelined, _) = simulate(depth, batch_size, max_unresolved, seed);
+            let (serial, _) = simulate(1, batch_size, max_unresolved, seed);
+            proptest::prop_assert!(pipelined.is_some());
+            proptest::prop_assert_eq!(pipelined, serial);
+        }
     }
 }
