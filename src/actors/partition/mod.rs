@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, BacklogResolved, DeadLetterRecord, Drain, Fetched, GetPartitionStatus,
-    KafkaLink, KafkaRequest, OutcomeReported, PartitionAction, SkipOutcome, SkipRefused,
+    KafkaLink, KafkaRequest, OutcomesReported, PartitionAction, SkipOutcome, SkipRefused,
     SkipReported, SkipTicket,
 };
 use super::status::{
@@ -83,6 +83,9 @@ pub struct PartitionActor {
     skips: BTreeMap<i64, Vec<oneshot::Sender<SkipOutcome>>>,
     /// What the log was told about the partition's failures (see [`failures`]).
     failures: FailureLog,
+    /// First outcomes `(offset, resolved)` not yet sent to the checkpoint: gathered over a
+    /// unit of work, sent in one message before anything else goes to the checkpoint.
+    reports: Vec<(i64, bool)>,
 }
 
 impl PartitionActor {
@@ -101,6 +104,7 @@ impl PartitionActor {
             intake_stopped: false,
             skips: BTreeMap::new(),
             failures: FailureLog::new(SUMMARY_EVERY),
+            reports: Vec::new(),
         }
     }
 
@@ -111,6 +115,7 @@ impl PartitionActor {
     /// Carries out the schedule's decisions until something runs or nothing is left to do,
     /// then asks the driver for records if the window has room.
     fn drive(&mut self, ctx: &mut Context<Self>) {
+        self.send_reports();
         loop {
             match self.schedule.next(Instant::now()) {
                 Next::Skip { after, position } => {
@@ -296,11 +301,7 @@ impl PartitionActor {
 
         let resolved = executed.outcome.is_resolved();
         if pass == Pass::First {
-            self.deps.checkpoint.do_send(OutcomeReported {
-                assignment: self.assignment,
-                offset,
-                resolved,
-            });
+            self.reports.push((offset, resolved));
         }
         if resolved {
             if pass == Pass::Retry && self.schedule.resolved(offset) {
@@ -308,6 +309,7 @@ impl PartitionActor {
                 self.failures.resolved();
                 let event_id = work.event_id();
                 tracing::debug!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
+                self.send_reports();
                 self.deps.checkpoint.do_send(BacklogResolved {
                     assignment: self.assignment,
                     offset,
@@ -340,6 +342,17 @@ impl PartitionActor {
             if let Some(line) = self.failures.unknown(now, offset, cause, &error) {
                 self.write_failures(line, event_id.as_deref());
             }
+        }
+    }
+
+    /// Sends the first outcomes gathered so far to the checkpoint, in offset order, ahead of
+    /// whatever the actor tells it next.
+    fn send_reports(&mut self) {
+        if !self.reports.is_empty() {
+            self.deps.checkpoint.do_send(OutcomesReported {
+                assignment: self.assignment,
+                outcomes: std::mem::take(&mut self.reports),
+            });
         }
     }
 
