@@ -35,7 +35,7 @@ use crate::backoff::Backoff;
 use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCause};
 use crate::inbox::PgInboxError;
 use crate::inbox::guards::{self, GuardRow};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, PartitionMetrics};
 use crate::work::{Executed, Policy, Work, execute_batch};
 use failures::{FailureLog, Line, SUMMARY_EVERY};
 use guard::{Change, Guard};
@@ -86,11 +86,14 @@ pub struct PartitionActor {
     /// First outcomes `(offset, resolved)` not yet sent to the checkpoint: gathered over a
     /// unit of work, sent in one message before anything else goes to the checkpoint.
     reports: Vec<(i64, bool)>,
+    /// The partition's outcome series, looked up once.
+    series: PartitionMetrics,
 }
 
 impl PartitionActor {
     pub fn new(assignment: Assignment, deps: Arc<PartitionDeps>, paused: bool) -> Self {
         PartitionActor {
+            series: deps.metrics.partition(assignment.partition),
             assignment,
             schedule: Schedule::new(deps.limits, deps.retry, paused),
             guard: Guard::new(deps.max_consecutive_rejections),
@@ -233,17 +236,14 @@ impl PartitionActor {
         );
     }
 
-    /// The metrics of a unit of work's outcomes, counted once per outcome and cause (one
-    /// label lookup each, not one per record).
-    fn observe(&self, executed: &[Executed]) {
-        let partition = self.partition();
+    /// The metrics of a unit of work's outcomes, counted once per outcome and cause through
+    /// the partition's held series (no label lookup).
+    fn observe(&mut self, executed: &[Executed]) {
         for &outcome in Outcome::ALL {
             let mut of_outcome = executed.iter().filter(|e| e.outcome == outcome);
             if let Some(first) = of_outcome.next() {
                 let count = 1 + of_outcome.count() as u64;
-                self.deps
-                    .metrics
-                    .observe_outcomes(partition, outcome, count, first.elapsed);
+                self.series.observe_outcomes(outcome, count, first.elapsed);
             }
         }
         let mut causes: Vec<(DuplicateCause, u64)> = Vec::new();
@@ -254,9 +254,7 @@ impl PartitionActor {
             }
         }
         for (cause, count) in causes {
-            self.deps
-                .metrics
-                .observe_duplicates(partition, cause, count);
+            self.series.observe_duplicates(cause, count);
         }
     }
 
