@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 use crate::domain::CauseKind;
@@ -273,32 +273,6 @@ impl Metrics {
         String::from_utf8(buffer).expect("exposition is UTF-8")
     }
 
-    /// `count` records of one unit of work ended with `outcome`; the unit took `elapsed`
-    /// (observed once per record: the histogram is of database work per record).
-    pub fn observe_outcomes(
-        &self,
-        partition: i32,
-        outcome: Outcome,
-        count: u64,
-        elapsed: Duration,
-    ) {
-        let f = &self.families;
-        f.records
-            .with_label_values(&[&partition.to_string(), outcome.as_str()])
-            .inc_by(count);
-        let histogram: Histogram = f.transaction.with_label_values(&[outcome.as_str()]);
-        for _ in 0..count {
-            histogram.observe(elapsed.as_secs_f64());
-        }
-    }
-
-    pub fn observe_duplicates(&self, partition: i32, cause: DuplicateCause, count: u64) {
-        self.families
-            .duplicates
-            .with_label_values(&[&partition.to_string(), cause.as_str()])
-            .inc_by(count);
-    }
-
     pub fn observe_dead_letter(&self, partition: i32, reason: RejectReason) {
         self.families
             .dead_letters
@@ -479,6 +453,79 @@ impl Metrics {
         }
         let _ = f.oldest_unknown.remove_label_values(&[&p]);
         let _ = f.lag_seconds.remove_label_values(&[&p]);
+    }
+}
+
+/// One partition's outcome series, held by its partition actor: each series is looked up once
+/// (a lookup formats the partition, hashes the labels and takes the family's lock), then
+/// counted through its handle. A series is created on first use, as a lookup would, so the
+/// exposition is the same.
+pub struct PartitionMetrics {
+    metrics: Metrics,
+    label: String,
+    records: Vec<(Outcome, IntCounter)>,
+    transaction: Vec<(Outcome, prometheus::local::LocalHistogram)>,
+    duplicates: Vec<(DuplicateCause, IntCounter)>,
+}
+
+impl PartitionMetrics {
+    /// `count` records of one unit of work ended with `outcome`; the unit took `elapsed`
+    /// (observed once per record: the histogram is of database work per record).
+    pub fn observe_outcomes(&mut self, outcome: Outcome, count: u64, elapsed: Duration) {
+        let f = &self.metrics.families;
+        let label = &self.label;
+        held(&mut self.records, outcome, || {
+            f.records.with_label_values(&[label, outcome.as_str()])
+        })
+        .inc_by(count);
+        // Observed into a local copy and added once: one atomic update per bucket, not three
+        // per record.
+        let histogram = held(&mut self.transaction, outcome, || {
+            f.transaction.with_label_values(&[outcome.as_str()]).local()
+        });
+        let seconds = elapsed.as_secs_f64();
+        for _ in 0..count {
+            histogram.observe(seconds);
+        }
+        histogram.flush();
+    }
+
+    pub fn observe_duplicates(&mut self, cause: DuplicateCause, count: u64) {
+        let f = &self.metrics.families;
+        let label = &self.label;
+        held(&mut self.duplicates, cause, || {
+            f.duplicates.with_label_values(&[label, cause.as_str()])
+        })
+        .inc_by(count);
+    }
+}
+
+/// The handle of `key`, made by `make` the first time.
+fn held<K: PartialEq + Copy, H>(
+    handles: &mut Vec<(K, H)>,
+    key: K,
+    make: impl FnOnce() -> H,
+) -> &mut H {
+    let at = match handles.iter().position(|(k, _)| *k == key) {
+        Some(at) => at,
+        None => {
+            handles.push((key, make()));
+            handles.len() - 1
+        }
+    };
+    &mut handles[at].1
+}
+
+impl Metrics {
+    /// The outcome series of `partition`, for its partition actor to hold.
+    pub fn partition(&self, partition: i32) -> PartitionMetrics {
+        PartitionMetrics {
+            metrics: self.clone(),
+            label: partition.to_string(),
+            records: Vec::new(),
+            transaction: Vec::new(),
+            duplicates: Vec::new(),
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use actix::prelude::*;
 
 use super::messages::{
     Assignment, BacklogResolved, CommitCompleted, CommitPosition, CommitTick, GetCheckpointStatus,
-    KafkaLink, KafkaRequest, OutcomeReported, ReleaseForRewind, ReleasePartitions, SkipReported,
+    KafkaLink, KafkaRequest, OutcomesReported, ReleaseForRewind, ReleasePartitions, SkipReported,
     TrackPartitions,
 };
 use super::status::CheckpointStatus;
@@ -116,12 +116,14 @@ impl Handler<TrackPartitions> for Checkpoint {
     }
 }
 
-impl Handler<OutcomeReported> for Checkpoint {
+impl Handler<OutcomesReported> for Checkpoint {
     type Result = ();
 
-    fn handle(&mut self, msg: OutcomeReported, _ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: OutcomesReported, _ctx: &mut Context<Self>) {
         if let Some(tracked) = self.tracked(msg.assignment) {
-            tracked.watermark.report(msg.offset, msg.resolved);
+            for (offset, resolved) in msg.outcomes {
+                tracked.watermark.report(offset, resolved);
+            }
             self.publish(msg.assignment.partition);
         }
     }

@@ -214,13 +214,14 @@ pub struct OffsetsObserved {
     pub partitions: Vec<ObservedOffsets>,
 }
 
-/// The first outcome of a record, reported in offset order by its partition actor.
-#[derive(Message, Debug, Clone, Copy)]
+/// The first outcomes of records, `(offset, resolved)` in offset order, reported by their
+/// partition actor once per unit of work (one message and one watermark publication for a
+/// batch, not one per record).
+#[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
-pub struct OutcomeReported {
+pub struct OutcomesReported {
     pub assignment: Assignment,
-    pub offset: i64,
-    pub resolved: bool,
+    pub outcomes: Vec<(i64, bool)>,
 }
 
 /// A record that was Unknown resolved on a retry.

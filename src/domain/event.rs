@@ -3,9 +3,11 @@
 //! Parsing never panics, whatever the bytes: a record that cannot become a [`TicketEvent`] gets a
 //! [`Rejection`] with a machine-readable [`RejectReason`] (a metrics label) and a human message.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// The longest accepted `event_id`, in characters (at most 800 bytes in UTF-8: the primary keys
 /// of `inbox` and `history_events` hold it with room to spare).
@@ -111,14 +113,95 @@ impl Rejection {
 }
 
 /// The wire shape, loose on purpose so that each problem gets its own reason.
-/// Unknown fields are ignored (forward compatibility with newer producers).
+/// Unknown fields are ignored (forward compatibility with newer producers). Text is borrowed
+/// from the payload unless it holds escapes: a valid event costs one allocation per field it
+/// keeps, none for `changed_at`.
 #[derive(Deserialize)]
-struct Wire {
-    event_id: Option<Value>,
-    ticket_id: Option<Value>,
-    from_status: Option<Value>,
-    to_status: Option<Value>,
-    changed_at: Option<Value>,
+struct Wire<'a> {
+    #[serde(borrow)]
+    event_id: Option<Field<'a>>,
+    #[serde(borrow)]
+    ticket_id: Option<Field<'a>>,
+    #[serde(borrow)]
+    from_status: Option<Field<'a>>,
+    #[serde(borrow)]
+    to_status: Option<Field<'a>>,
+    #[serde(borrow)]
+    changed_at: Option<Field<'a>>,
+}
+
+/// One field's value, as much of it as parsing needs: its text, or what kind of JSON it is.
+enum Field<'a> {
+    Null,
+    Text(Cow<'a, str>),
+    /// Not a string: "a boolean", "a number", "an array" or "an object".
+    Other(&'static str),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FieldVisitor(std::marker::PhantomData))
+    }
+}
+
+struct FieldVisitor<'a>(std::marker::PhantomData<Field<'a>>);
+
+impl<'de: 'a, 'a> Visitor<'de> for FieldVisitor<'a> {
+    type Value = Field<'a>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Field<'a>, E> {
+        Ok(Field::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Field<'a>, E> {
+        Ok(Field::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Field<'a>, D::Error> {
+        Field::deserialize(d)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Field<'a>, E> {
+        Ok(Field::Other("a boolean"))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Field<'a>, E> {
+        Ok(Field::Other("a number"))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Field<'a>, E> {
+        Ok(Field::Other("a number"))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Field<'a>, E> {
+        Ok(Field::Other("a number"))
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Field<'a>, E> {
+        Ok(Field::Text(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Field<'a>, E> {
+        Ok(Field::Text(Cow::Owned(text.to_owned())))
+    }
+
+    fn visit_string<E>(self, text: String) -> Result<Field<'a>, E> {
+        Ok(Field::Text(Cow::Owned(text)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Field<'a>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Field::Other("an array"))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Field<'a>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Field::Other("an object"))
+    }
 }
 
 impl TicketEvent {
@@ -133,28 +216,28 @@ impl TicketEvent {
         let wire: Wire =
             serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?;
 
-        let event_id = required_text("event_id", wire.event_id)?;
+        let event_id = required_text("event_id", wire.event_id)?.into_owned();
         bounded(
             "event_id",
             &event_id,
             MAX_EVENT_ID_CHARS,
             RejectReason::OversizedId,
         )?;
-        let ticket_id = required_text("ticket_id", wire.ticket_id)?;
+        let ticket_id = required_text("ticket_id", wire.ticket_id)?.into_owned();
         bounded(
             "ticket_id",
             &ticket_id,
             MAX_TICKET_ID_CHARS,
             RejectReason::OversizedField,
         )?;
-        let from_status = required_text("from_status", wire.from_status)?;
+        let from_status = required_text("from_status", wire.from_status)?.into_owned();
         bounded(
             "from_status",
             &from_status,
             MAX_STATUS_CHARS,
             RejectReason::OversizedField,
         )?;
-        let to_status = required_text("to_status", wire.to_status)?;
+        let to_status = required_text("to_status", wire.to_status)?.into_owned();
         bounded(
             "to_status",
             &to_status,
@@ -216,24 +299,28 @@ fn classify_json_error(bytes: &[u8], error: &serde_json::Error) -> Rejection {
     }
 }
 
-fn required_text(field: &'static str, value: Option<Value>) -> Result<String, Rejection> {
+fn required_text<'a>(
+    field: &'static str,
+    value: Option<Field<'a>>,
+) -> Result<Cow<'a, str>, Rejection> {
     match value {
-        None | Some(Value::Null) => Err(Rejection::new(
+        None | Some(Field::Null) => Err(Rejection::new(
             RejectReason::MissingField,
             format!("{field} is missing"),
         )),
-        Some(Value::String(text)) if text.trim().is_empty() => Err(Rejection::new(
+        // `trim().is_empty()`, stopping at the first character that is not whitespace.
+        Some(Field::Text(text)) if text.chars().all(char::is_whitespace) => Err(Rejection::new(
             RejectReason::EmptyField,
             format!("{field} is empty"),
         )),
-        Some(Value::String(text)) if text.contains('\0') => Err(Rejection::new(
+        Some(Field::Text(text)) if text.as_bytes().contains(&0) => Err(Rejection::new(
             RejectReason::InvalidText,
             format!("{field} contains a NUL character"),
         )),
-        Some(Value::String(text)) => Ok(text),
-        Some(other) => Err(Rejection::new(
+        Some(Field::Text(text)) => Ok(text),
+        Some(Field::Other(kind)) => Err(Rejection::new(
             RejectReason::WrongType,
-            format!("{field} must be a string, found {}", json_kind(&other)),
+            format!("{field} must be a string, found {kind}"),
         )),
     }
 }
@@ -245,6 +332,10 @@ fn bounded(
     max_chars: usize,
     reason: RejectReason,
 ) -> Result<(), Rejection> {
+    // A character is at least a byte: short text needs no counting.
+    if text.len() <= max_chars {
+        return Ok(());
+    }
     // Counting stops one past the bound: a megabyte of text costs no more than the bound.
     let chars = text.chars().take(max_chars + 1).count();
     if chars > max_chars {
@@ -259,17 +350,6 @@ fn bounded(
     Ok(())
 }
 
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn truncate(text: &str, max_chars: usize) -> &str {
     match text.char_indices().nth(max_chars) {
         Some((at, _)) => &text[..at],
@@ -281,6 +361,104 @@ fn truncate(text: &str, max_chars: usize) -> &str {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::Value;
+
+    /// The parser as it was before it borrowed: every field a `serde_json::Value`. The borrowing
+    /// one must give the same event or the same rejection, message included.
+    fn parse_through_values(bytes: &[u8], max_bytes: usize) -> Result<TicketEvent, Rejection> {
+        #[derive(Deserialize)]
+        struct Wire {
+            event_id: Option<Value>,
+            ticket_id: Option<Value>,
+            from_status: Option<Value>,
+            to_status: Option<Value>,
+            changed_at: Option<Value>,
+        }
+        fn text(field: &'static str, value: Option<Value>) -> Result<String, Rejection> {
+            match value {
+                None | Some(Value::Null) => Err(Rejection::new(
+                    RejectReason::MissingField,
+                    format!("{field} is missing"),
+                )),
+                Some(Value::String(text)) if text.trim().is_empty() => Err(Rejection::new(
+                    RejectReason::EmptyField,
+                    format!("{field} is empty"),
+                )),
+                Some(Value::String(text)) if text.contains('\0') => Err(Rejection::new(
+                    RejectReason::InvalidText,
+                    format!("{field} contains a NUL character"),
+                )),
+                Some(Value::String(text)) => Ok(text),
+                Some(other) => {
+                    let kind = match other {
+                        Value::Bool(_) => "a boolean",
+                        Value::Number(_) => "a number",
+                        Value::Array(_) => "an array",
+                        _ => "an object",
+                    };
+                    Err(Rejection::new(
+                        RejectReason::WrongType,
+                        format!("{field} must be a string, found {kind}"),
+                    ))
+                }
+            }
+        }
+        if bytes.len() > max_bytes {
+            return Err(Rejection::new(
+                RejectReason::PayloadTooLarge,
+                format!("payload is {} bytes, the limit is {max_bytes}", bytes.len()),
+            ));
+        }
+        let wire: Wire =
+            serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?;
+        let event_id = text("event_id", wire.event_id)?;
+        bounded(
+            "event_id",
+            &event_id,
+            MAX_EVENT_ID_CHARS,
+            RejectReason::OversizedId,
+        )?;
+        let ticket_id = text("ticket_id", wire.ticket_id)?;
+        bounded(
+            "ticket_id",
+            &ticket_id,
+            MAX_TICKET_ID_CHARS,
+            RejectReason::OversizedField,
+        )?;
+        let from_status = text("from_status", wire.from_status)?;
+        bounded(
+            "from_status",
+            &from_status,
+            MAX_STATUS_CHARS,
+            RejectReason::OversizedField,
+        )?;
+        let to_status = text("to_status", wire.to_status)?;
+        bounded(
+            "to_status",
+            &to_status,
+            MAX_STATUS_CHARS,
+            RejectReason::OversizedField,
+        )?;
+        let changed_at_text = text("changed_at", wire.changed_at)?;
+        let changed_at = DateTime::parse_from_rfc3339(&changed_at_text)
+            .map_err(|e| {
+                Rejection::new(
+                    RejectReason::BadTimestamp,
+                    format!(
+                        "changed_at {:?} is not an RFC 3339 timestamp: {e}",
+                        truncate(&changed_at_text, 64)
+                    ),
+                )
+            })?
+            .with_timezone(&Utc);
+        Ok(TicketEvent {
+            event_id,
+            ticket_id,
+            from_status,
+            to_status,
+            changed_at,
+        })
+    }
 
     const LIMIT: usize = 64 * 1024;
 
@@ -493,6 +671,37 @@ mod tests {
         fn parsing_arbitrary_json_never_panics(value in arbitrary_json()) {
             let bytes = serde_json::to_vec(&value).unwrap();
             let _ = TicketEvent::parse(&bytes, LIMIT);
+        }
+
+        #[test]
+        fn borrowing_parses_arbitrary_json_as_values_did(value in arbitrary_json()) {
+            let bytes = serde_json::to_vec(&value).unwrap();
+            prop_assert_eq!(TicketEvent::parse(&bytes, LIMIT), parse_through_values(&bytes, LIMIT));
+        }
+
+        #[test]
+        fn borrowing_parses_arbitrary_bytes_as_values_did(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            prop_assert_eq!(TicketEvent::parse(&bytes, LIMIT), parse_through_values(&bytes, LIMIT));
+        }
+
+        #[test]
+        fn borrowing_parses_events_with_any_field_changed_as_values_did(
+            field in prop_oneof![
+                Just("event_id"), Just("ticket_id"), Just("from_status"), Just("to_status"),
+                Just("changed_at"),
+            ],
+            replacement in arbitrary_json(),
+            escaped in any::<bool>(),
+        ) {
+            let mut object: serde_json::Map<String, Value> = serde_json::from_str(STORY_900).unwrap();
+            object.insert(field.to_owned(), replacement);
+            let mut text = Value::Object(object).to_string();
+            if escaped {
+                // The same text with its letters escaped: parsed into owned strings.
+                text = text.replace('e', "\\u0065");
+            }
+            let bytes = text.as_bytes();
+            prop_assert_eq!(TicketEvent::parse(bytes, LIMIT), parse_through_values(bytes, LIMIT));
         }
 
         #[test]

@@ -88,7 +88,11 @@ pub async fn process_batch(
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let (events, letters) = plan(items);
+    let Plan {
+        events,
+        letters,
+        slots,
+    } = plan(items);
     let mut transaction = Session::begin(pool).await?;
     let written = write(transaction.client(), &events, &letters).await;
     let inserted = match written {
@@ -111,14 +115,24 @@ pub async fn process_batch(
             return Err(error);
         }
     };
-    let outcomes = outcomes(items, &events, &inserted);
+    let outcomes = outcomes(items, &slots, &inserted);
     debug_assert_eq!(outcomes.len(), items.len());
     Ok(outcomes)
 }
 
-/// The first occurrence of each event id, sorted by id (one lock order for every batch), and
-/// the dead letters sorted by position.
-fn plan<'a>(items: &[BatchItem<'a>]) -> (Vec<(&'a TicketEvent, Origin)>, Vec<&'a DeadLetter>) {
+/// What a batch writes, and where each item's outcome comes from.
+struct Plan<'a> {
+    /// The first occurrence of each event id, sorted by id (one lock order for every batch).
+    events: Vec<(&'a TicketEvent, Origin)>,
+    /// The dead letters, sorted by position.
+    letters: Vec<&'a DeadLetter>,
+    /// Per item: for the first occurrence of an id, its place in `events`; `None` for a later
+    /// occurrence and for a dead letter.
+    slots: Vec<Option<usize>>,
+}
+
+/// Plans `items` (see [`Plan`]).
+fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
     let mut events = Vec::with_capacity(items.len());
     let mut letters = Vec::new();
     for (index, item) in items.iter().enumerate() {
@@ -133,11 +147,19 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> (Vec<(&'a TicketEvent, Origin)>, Vec<&'a
     letters.sort_unstable_by(|a, b| {
         (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
     });
+    let mut slots = vec![None; items.len()];
+    for (slot, (index, _, _)) in events.iter().enumerate() {
+        slots[*index] = Some(slot);
+    }
     let events = events
         .into_iter()
         .map(|(_, event, origin)| (event, origin))
         .collect();
-    (events, letters)
+    Plan {
+        events,
+        letters,
+        slots,
+    }
 }
 
 /// Where `event_id` is in the planned events (sorted by id, each id once).
@@ -233,24 +255,15 @@ async fn write(
 /// Per item, in input order: only the first occurrence of a new id is `Applied`.
 fn outcomes(
     items: &[BatchItem<'_>],
-    events: &[(&TicketEvent, Origin)],
+    slots: &[Option<usize>],
     inserted: &[bool],
 ) -> Vec<BatchOutcome> {
-    let mut taken = vec![false; events.len()];
     items
         .iter()
-        .map(|item| match item {
-            BatchItem::Event { event, .. } => {
-                let new = position(events, &event.event_id).is_some_and(|i| {
-                    let first = !std::mem::replace(&mut taken[i], true);
-                    first && inserted[i]
-                });
-                if new {
-                    BatchOutcome::Applied
-                } else {
-                    BatchOutcome::AlreadyApplied
-                }
-            }
+        .zip(slots)
+        .map(|(item, slot)| match item {
+            BatchItem::Event { .. } if slot.is_some_and(|i| inserted[i]) => BatchOutcome::Applied,
+            BatchItem::Event { .. } => BatchOutcome::AlreadyApplied,
             BatchItem::DeadLetter(_) => BatchOutcome::DeadLettered,
         })
         .collect()
@@ -292,7 +305,12 @@ mod tests {
                 origin: at(3),
             },
         ];
-        let (events, letters) = plan(&items);
+        let Plan {
+            events,
+            letters,
+            slots,
+        } = plan(&items);
+        assert_eq!(slots, [Some(1), Some(0), None]);
         let planned: Vec<(&str, i64)> = events
             .iter()
             .map(|(e, o)| (e.event_id.as_str(), o.offset))
@@ -320,9 +338,9 @@ mod tests {
                 origin: at(3),
             },
         ];
-        let (events, _) = plan(&items);
+        let plan = plan(&items);
         // "a" was stored before; "b" is new.
-        let outcomes = outcomes(&items, &events, &[false, true]);
+        let outcomes = outcomes(&items, &plan.slots, &[false, true]);
         assert_eq!(
             outcomes,
             [
@@ -331,5 +349,37 @@ mod tests {
                 BatchOutcome::AlreadyApplied
             ]
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn outcomes_are_those_of_searching_each_id_in_the_plan(
+            ids in proptest::collection::vec(0u8..6, 0..24),
+            inserted in proptest::collection::vec(proptest::bool::ANY, 6),
+        ) {
+            let events: Vec<TicketEvent> = ids.iter().map(|i| event(&format!("e{i}"))).collect();
+            let items: Vec<BatchItem<'_>> = events
+                .iter()
+                .zip(0..)
+                .map(|(event, offset)| BatchItem::Event { event, origin: at(offset) })
+                .collect();
+            let plan = plan(&items);
+            let inserted = &inserted[..plan.events.len()];
+            // As it was: each item's id looked up in the plan, its first occurrence taken.
+            let mut taken = vec![false; plan.events.len()];
+            let searched: Vec<BatchOutcome> = events
+                .iter()
+                .map(|event| {
+                    let i = position(&plan.events, &event.event_id).unwrap();
+                    let first = !std::mem::replace(&mut taken[i], true);
+                    if first && inserted[i] {
+                        BatchOutcome::Applied
+                    } else {
+                        BatchOutcome::AlreadyApplied
+                    }
+                })
+                .collect();
+            proptest::prop_assert_eq!(outcomes(&items, &plan.slots, inserted), searched);
+        }
     }
 }

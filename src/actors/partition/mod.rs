@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, BacklogResolved, DeadLetterRecord, Drain, Fetched, GetPartitionStatus,
-    KafkaLink, KafkaRequest, OutcomeReported, PartitionAction, SkipOutcome, SkipRefused,
+    KafkaLink, KafkaRequest, OutcomesReported, PartitionAction, SkipOutcome, SkipRefused,
     SkipReported, SkipTicket,
 };
 use super::status::{
@@ -36,7 +36,7 @@ use crate::backoff::Backoff;
 use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCause};
 use crate::inbox::PgInboxError;
 use crate::inbox::guards::{self, GuardRow};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, PartitionMetrics};
 use crate::work::{Executed, Policy, Work, execute_batch};
 use failures::{FailureLog, Line, SUMMARY_EVERY};
 use guard::{Change, Guard};
@@ -90,6 +90,11 @@ pub struct PartitionActor {
     units: VecDeque<Option<UnitDone>>,
     /// The number of units accounted for since the actor started (the first in `units`).
     units_done: u64,
+    /// First outcomes `(offset, resolved)` not yet sent to the checkpoint: gathered over a
+    /// unit of work, sent in one message before anything else goes to the checkpoint.
+    reports: Vec<(i64, bool)>,
+    /// The partition's outcome series, looked up once.
+    series: PartitionMetrics,
 }
 
 /// A finished unit of work, waiting for its turn to be accounted for.
@@ -103,6 +108,7 @@ struct UnitDone {
 impl PartitionActor {
     pub fn new(assignment: Assignment, deps: Arc<PartitionDeps>, paused: bool) -> Self {
         PartitionActor {
+            series: deps.metrics.partition(assignment.partition),
             assignment,
             schedule: Schedule::new(deps.limits, deps.retry, paused),
             guard: Guard::new(deps.max_consecutive_rejections),
@@ -118,6 +124,7 @@ impl PartitionActor {
             failures: FailureLog::new(SUMMARY_EVERY),
             units: VecDeque::new(),
             units_done: 0,
+            reports: Vec::new(),
         }
     }
 
@@ -128,6 +135,7 @@ impl PartitionActor {
     /// Carries out the schedule's decisions until something runs or nothing is left to do,
     /// then asks the driver for records if the window has room.
     fn drive(&mut self, ctx: &mut Context<Self>) {
+        self.send_reports();
         loop {
             match self.schedule.next(Instant::now()) {
                 Next::Skip { after, position } => {
@@ -278,17 +286,14 @@ impl PartitionActor {
         }
     }
 
-    /// The metrics of a unit of work's outcomes, counted once per outcome and cause (one
-    /// label lookup each, not one per record).
-    fn observe(&self, executed: &[Executed]) {
-        let partition = self.partition();
+    /// The metrics of a unit of work's outcomes, counted once per outcome and cause through
+    /// the partition's held series (no label lookup).
+    fn observe(&mut self, executed: &[Executed]) {
         for &outcome in Outcome::ALL {
             let mut of_outcome = executed.iter().filter(|e| e.outcome == outcome);
             if let Some(first) = of_outcome.next() {
                 let count = 1 + of_outcome.count() as u64;
-                self.deps
-                    .metrics
-                    .observe_outcomes(partition, outcome, count, first.elapsed);
+                self.series.observe_outcomes(outcome, count, first.elapsed);
             }
         }
         let mut causes: Vec<(DuplicateCause, u64)> = Vec::new();
@@ -299,9 +304,7 @@ impl PartitionActor {
             }
         }
         for (cause, count) in causes {
-            self.deps
-                .metrics
-                .observe_duplicates(partition, cause, count);
+            self.series.observe_duplicates(cause, count);
         }
     }
 
@@ -346,11 +349,7 @@ impl PartitionActor {
 
         let resolved = executed.outcome.is_resolved();
         if pass == Pass::First {
-            self.deps.checkpoint.do_send(OutcomeReported {
-                assignment: self.assignment,
-                offset,
-                resolved,
-            });
+            self.reports.push((offset, resolved));
         }
         if resolved {
             if pass == Pass::Retry && self.schedule.resolved(offset) {
@@ -358,6 +357,7 @@ impl PartitionActor {
                 self.failures.resolved();
                 let event_id = work.event_id();
                 tracing::debug!(partition, offset, event_id, outcome = %executed.outcome, "unknown record resolved");
+                self.send_reports();
                 self.deps.checkpoint.do_send(BacklogResolved {
                     assignment: self.assignment,
                     offset,
@@ -390,6 +390,17 @@ impl PartitionActor {
             if let Some(line) = self.failures.unknown(now, offset, cause, &error) {
                 self.write_failures(line, event_id.as_deref());
             }
+        }
+    }
+
+    /// Sends the first outcomes gathered so far to the checkpoint, in offset order, ahead of
+    /// whatever the actor tells it next.
+    fn send_reports(&mut self) {
+        if !self.reports.is_empty() {
+            self.deps.checkpoint.do_send(OutcomesReported {
+                assignment: self.assignment,
+                outcomes: std::mem::take(&mut self.reports),
+            });
         }
     }
 

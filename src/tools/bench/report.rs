@@ -60,6 +60,17 @@ pub struct Throughput {
     pub cpu: CpuUsage,
 }
 
+impl Throughput {
+    /// This process's CPU time per record, in microseconds (its cores busy over the run's
+    /// interval, times the interval, over the records); `None` without records.
+    pub fn cpu_per_event_us(&self) -> Option<f64> {
+        ratio(
+            self.cpu.process * self.elapsed.as_secs_f64() * 1e6,
+            self.records as f64,
+        )
+    }
+}
+
 /// A ceiling: the same records through one side alone.
 #[derive(Debug, Clone)]
 pub struct CeilingResult {
@@ -378,8 +389,8 @@ pub(super) mod tests {
             rate,
             peak_rss: Some(60_000_000),
             cpu: CpuUsage {
-                process: 0.4,
-                threads: vec![("history-consume".into(), 0.3)],
+                process: 0.15,
+                threads: vec![("history-consume".into(), 0.1)],
                 postgres: 1.2,
             },
         }

@@ -21,6 +21,8 @@ pub const REPLAY_SPEEDUP: f64 = 2.0;
 pub const P99_OVER_COMMIT_MS: f64 = 100.0;
 /// End to end over TLS (verify-full) over plaintext, the default case.
 pub const TLS_VS_PLAIN: f64 = 0.90;
+/// This process's CPU per event in the default case, in microseconds.
+pub const CPU_PER_EVENT_US: f64 = 2.0;
 
 /// What a target asks of its measure.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,6 +48,7 @@ pub enum Unit {
     Ratio,
     Megabytes,
     Milliseconds,
+    Microseconds,
 }
 
 impl Unit {
@@ -54,6 +57,7 @@ impl Unit {
             Unit::Ratio => format!("{value:.2}"),
             Unit::Megabytes => format!("{value:.0} MB"),
             Unit::Milliseconds => format!("{value:.0} ms"),
+            Unit::Microseconds => format!("{value:.1} µs"),
         }
     }
 }
@@ -136,6 +140,7 @@ pub fn targets(report: &Report) -> Vec<Target> {
         .map(|l| l.latency.p99.as_secs_f64() * 1000.0);
     let default_b = report.setup.default_batch;
     let tls = report.tls_median().and_then(|p| p.ratio());
+    let cpu_per_event = anchor.and_then(|a| a.run.cpu_per_event_us());
     vec![
         Target::new(
             format!("end-to-end at the default B ({default_b}) / ceiling 2, empty inbox"),
@@ -198,6 +203,12 @@ pub fn targets(report: &Report) -> Vec<Target> {
             Unit::Ratio,
             Goal::AtLeast(TLS_VS_PLAIN),
         ),
+        Target::new(
+            "process CPU per event, default case".into(),
+            cpu_per_event,
+            Unit::Microseconds,
+            Goal::AtMost(CPU_PER_EVENT_US),
+        ),
     ]
 }
 
@@ -235,6 +246,9 @@ pub fn limits(report: &Report) -> Vec<String> {
     }
     if missed(7) {
         tls_notes(report, &mut notes);
+    }
+    if missed(8) {
+        cpu_notes(report, &mut notes);
     }
     for backlog in report.backlog.iter().filter_map(|b| match b {
         super::report::Backlog::Measured(b) => Some(b),
@@ -304,6 +318,29 @@ fn ceiling_notes(report: &Report, notes: &mut Vec<String>) {
             ));
         }
     }
+}
+
+fn cpu_notes(report: &Report, notes: &mut Vec<String>) {
+    let Some(anchor) = report.anchor() else {
+        return;
+    };
+    let run = &anchor.run;
+    let threads: Vec<String> = run
+        .cpu
+        .threads
+        .iter()
+        .take(3)
+        .map(|(name, load)| format!("`{name}` {load:.2}"))
+        .collect();
+    notes.push(format!(
+        "This process used {:.1} µs of CPU per event in the default case ({:.2} cores over \
+         {:.2} s; busiest threads: {}); it includes the embedded broker and the benchmark's \
+         own watch.",
+        run.cpu_per_event_us().unwrap_or_default(),
+        run.cpu.process,
+        run.elapsed.as_secs_f64(),
+        threads.join(", ")
+    ));
 }
 
 fn inbox_notes(report: &Report, notes: &mut Vec<String>) {
@@ -445,7 +482,7 @@ mod tests {
     #[test]
     fn a_run_that_meets_every_target_says_so_and_needs_no_explanation() {
         let report = report();
-        assert_eq!(verdicts(&report), ["met"; 8]);
+        assert_eq!(verdicts(&report), ["met"; 9]);
         assert!(limits(&report).is_empty(), "{:?}", limits(&report));
         let texts: Vec<String> = targets(&report).iter().map(Target::goal_text).collect();
         assert_eq!(
@@ -458,7 +495,8 @@ mod tests {
                 "< 150 MB",
                 "≥ 2.00",
                 "≤ 200 ms",
-                "≥ 0.90"
+                "≥ 0.90",
+                "≤ 2.0 µs"
             ]
         );
         let what = targets(&report)[2].what.clone();
@@ -502,7 +540,7 @@ mod tests {
         assert_eq!(
             verdicts(&report),
             [
-                "met", "met", "met", "MISSED", "MISSED", "MISSED", "MISSED", "met"
+                "met", "met", "met", "MISSED", "MISSED", "MISSED", "MISSED", "met", "met"
             ]
         );
         let text = limits(&report).join("\n");
@@ -542,6 +580,28 @@ mod tests {
         );
         report.tls = TlsCost::Skipped("not with --database-url".into());
         assert_eq!(targets(&report)[7].verdict(), "not measured");
+    }
+
+    #[test]
+    fn the_process_cpu_per_event_is_judged_on_the_default_case_and_explained() {
+        let mut report = report();
+        // 0.5 cores over 200,000 records at 90,000 events/s: 5.6 µs each.
+        report.cases[0].run.cpu.process = 0.5;
+        let cpu = &targets(&report)[8];
+        assert_eq!(cpu.what, "process CPU per event, default case");
+        assert_eq!(
+            (cpu.verdict(), cpu.measured_text()),
+            ("MISSED", "5.6 µs".into())
+        );
+        let text = limits(&report).join("\n");
+        assert!(
+            text.contains("5.6 µs of CPU per event in the default case (0.50 cores over 2.22 s"),
+            "{text}"
+        );
+        // Another case's CPU does not count.
+        let mut report = super::super::report::tests::report();
+        report.cases[1].run.cpu.process = 0.5;
+        assert_eq!(targets(&report)[8].verdict(), "met");
     }
 
     #[test]
