@@ -877,14 +877,21 @@ async fn anonymous_page_loads_are_limited_per_address_and_in_all_but_signed_in_o
     let burst_started = Instant::now();
     let mut accepted = 0u32;
     let (refused, started) = loop {
-        let path = if accepted % 2 == 0 { "/dead-letters" } else { "/api/status" };
+        let path = if accepted % 2 == 0 {
+            "/dead-letters"
+        } else {
+            "/api/status"
+        };
         let started = Instant::now();
         let response = page(1, path, vec![]).await;
         if response.status != 200 {
             break (response, started);
         }
         accepted += 1;
-        assert!(accepted <= 40, "40 anonymous loads from one address, none refused");
+        assert!(
+            accepted <= 40,
+            "40 anonymous loads from one address, none refused"
+        );
     };
     let refilled = (burst_started.elapsed().as_secs_f64() / 0.5).floor() as u32;
     assert!(
