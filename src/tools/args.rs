@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use crate::config::{ConfigError, KafkaConnectionArgs, defaults, key, parse_duration};
 
@@ -112,6 +112,17 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',',
           value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
     pub inbox_rows: Option<Vec<u64>>,
+    /// Rows already in the inbox (and history) for the random-id cases, comma separated: the
+    /// events' ids and the prefilled rows' ids are UUIDv4 text; 0 is an empty inbox (default
+    /// 0,10000000; with --quick 0,10000).
+    #[arg(long, value_delimiter = ',',
+          value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
+    pub random_id_rows: Option<Vec<u64>>,
+    /// Run only these phases besides the default case (every series is compared with it),
+    /// comma separated; the report then holds only what ran, so write it elsewhere with
+    /// --output.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub only: Vec<BenchPhase>,
     /// Partition counts of one member for the partition cases, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "4,16,64",
           value_parser = clap::value_parser!(i32).range(1..=64))]
@@ -153,6 +164,27 @@ pub struct BenchArgs {
     /// outages; every phase runs, the numbers mean little.
     #[arg(long)]
     pub quick: bool,
+}
+
+/// A phase of `bench` that `--only` can pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchPhase {
+    /// Memory with the database down under a backlog.
+    Backlog,
+    /// The default case over TLS beside plaintext.
+    Tls,
+    /// The batch sizes other than the default.
+    BatchSizes,
+    /// Ordered ids with rows already in the inbox.
+    Inbox,
+    /// Random (UUIDv4) ids, empty and with rows already in the inbox.
+    RandomIds,
+    /// The partition counts.
+    Partitions,
+    /// The duplicate shares and the all-replay.
+    Duplicates,
+    /// Produce-to-commit latency at a steady load.
+    Latency,
 }
 
 fn parse_duplicate_share(text: &str) -> Result<f64, String> {

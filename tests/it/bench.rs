@@ -52,6 +52,10 @@ async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() 
         "| B = 32 | 32 | 4 | 0 | 10 % | 2,000 (",
         "| 10 k rows in the inbox | 256 | 4 | 10 k | 10 % | 2,000 (",
         "| 100 k rows in the inbox | 256 | 4 | 100 k | 10 % | 2,000 (",
+        "| UUIDv4 ids | 256 | 4 | 0 | 10 % | 2,000 (",
+        "| 10 k rows in the inbox, UUIDv4 ids | 256 | 4 | 10 k | 10 % | 2,000 (",
+        "### Inbox size and event ids",
+        "| UUIDv4 | 10 k |",
         "| 16 partitions | 256 | 16 | 0 | 10 % | 2,000 (",
         "| 64 partitions | 256 | 64 | 0 | 10 % | 2,000 (",
         "| 0 % duplicates | 256 | 4 | 0 | 0 % | 2,000 (2,000) |",
@@ -70,6 +74,7 @@ async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() 
         "all-replay (second group) / the same records inserted fresh",
         "p99 produce-to-commit at 50 % of the default B's rate",
         "end-to-end over TLS (verify-full) / plaintext, default case",
+        "end-to-end / ceiling 2 in the same state, 10 k rows of UUIDv4 ids in the inbox",
         "### Over TLS beside plaintext",
         "| 1 | plaintext | first | 2,000 (",
         "| 1 | TLS, verify-full | second | 2,000 (",
@@ -86,9 +91,15 @@ async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() 
         .lines()
         .filter(|l| l.ends_with("| met |") || l.ends_with("| MISSED |"))
         .count();
-    assert_eq!(judged, 8, "{report}");
+    assert_eq!(judged, 9, "{report}");
     assert!(!report.contains("not measured"), "{report}");
-    for plot in ["inbox-size", "partitions", "duplicates", "latency"] {
+    for plot in [
+        "inbox-size",
+        "inbox-ids",
+        "partitions",
+        "duplicates",
+        "latency",
+    ] {
         let link = format!("(benchmarks/{plot}.svg)");
         assert!(report.contains(&link), "{link} missing from\n{report}");
         let svg = std::fs::read_to_string(dir.join("benchmarks").join(format!("{plot}.svg")))

@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::database::{self, expect_rows};
+use super::database::{self, RunRows, expect_run_rows};
 use super::measure::{self, Sent};
 use super::probe::{self, CpuSnapshot};
-use super::report::CeilingResult;
+use super::report::{CeilingResult, IdKind};
 use super::topic::Topic;
 use super::workload::{Workload, event_of};
 use super::{BenchError, Plan};
@@ -38,13 +38,20 @@ pub struct DatabaseWork {
     shares: Vec<Vec<(TicketEvent, Origin)>>,
     records: u64,
     unique: u64,
-    prefix: String,
+    rows: RunRows,
 }
 
 impl DatabaseWork {
-    pub fn new(plan: &Plan, run_id: &str, duplicates: f64, sent: &[Sent]) -> DatabaseWork {
-        // `evt-db<run>-`: not under the end-to-end run's prefix `evt-<run>-`, which may share the database.
-        let workload = Workload::new(plan.seed, &format!("db{run_id}"), duplicates);
+    pub fn new(
+        plan: &Plan,
+        run_id: &str,
+        duplicates: f64,
+        ids: IdKind,
+        sent: &[Sent],
+    ) -> DatabaseWork {
+        // `evt-db<run>-`: not under the end-to-end run's prefix `evt-<run>-`, which may share
+        // the database (random ids: other ids, as another run id seeds them).
+        let workload = Workload::with_ids(plan.seed, &format!("db{run_id}"), duplicates, ids);
         let prefix = workload.id_prefix();
         let mut shares: BTreeMap<i32, Vec<(TicketEvent, Origin)>> = BTreeMap::new();
         let mut unique = HashSet::new();
@@ -66,11 +73,15 @@ impl DatabaseWork {
         for share in &mut shares {
             share.sort_by_key(|(_, origin)| origin.offset);
         }
+        let rows = match ids {
+            IdKind::Ordered => RunRows::Prefix(prefix),
+            IdKind::Random => RunRows::Ids(unique.iter().cloned().collect()),
+        };
         DatabaseWork {
             records: sent.len() as u64,
             unique: unique.len() as u64,
             shares,
-            prefix,
+            rows,
         }
     }
 
@@ -86,14 +97,35 @@ impl DatabaseWork {
         fresh: bool,
         phase: &str,
     ) -> Result<CeilingResult, BenchError> {
+        let result = self
+            .run_unchecked(url, batch_size, connections, fresh, phase)
+            .await?;
+        self.check(url, phase).await?;
+        Ok(result)
+    }
+
+    /// Fails unless the database at `url` holds exactly these events' rows.
+    pub async fn check(&self, url: &str, phase: &str) -> Result<(), BenchError> {
+        let pool = crate::db::pool(url, 1)?;
+        expect_run_rows(&pool, &self.rows, self.unique, phase).await
+    }
+
+    /// [`DatabaseWork::run`] without counting the rows afterwards (so that PostgreSQL's
+    /// counters can be read first); the caller then calls [`DatabaseWork::check`].
+    pub async fn run_unchecked(
+        &self,
+        url: &str,
+        batch_size: usize,
+        connections: usize,
+        fresh: bool,
+        phase: &str,
+    ) -> Result<CeilingResult, BenchError> {
         let connections = connections.clamp(1, self.shares.len().max(1));
         probe::reset_peak_rss();
         let cpu_before = CpuSnapshot::take();
         let ceiling = database::ceiling(url, &self.shares, batch_size, connections).await?;
         let cpu = cpu_before.usage_until(&CpuSnapshot::take());
         let peak_rss = probe::peak_rss();
-        let pool = crate::db::pool(url, 1)?;
-        expect_rows(&pool, &self.prefix, self.unique, phase).await?;
         let expected = if fresh { self.unique } else { 0 };
         if ceiling.applied != expected {
             return Err(BenchError::Mismatch {

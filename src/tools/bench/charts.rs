@@ -39,6 +39,14 @@ pub fn figures(report: &Report) -> Vec<Figure> {
             ),
         });
     }
+    if let Some(chart) = ids_chart(report) {
+        figures.push(Figure {
+            file: "inbox-ids.svg",
+            alt: "events/s against rows already in the inbox, ordered and random (UUIDv4) ids"
+                .into(),
+            chart,
+        });
+    }
     let partitions = report.by_partitions();
     if partitions.len() > 1 {
         figures.push(Figure {
@@ -118,6 +126,64 @@ pub fn figures(report: &Report) -> Vec<Figure> {
     figures
 }
 
+/// Events/s against inbox rows, ordered ids beside random ones, each with its ceiling 2; when
+/// random ids were measured.
+fn ids_chart(report: &Report) -> Option<Chart> {
+    let ordered = report.by_inbox();
+    let random = report.by_inbox_random();
+    if !random.iter().any(|c| c.case.inbox_rows > 0) {
+        return None;
+    }
+    let mut sizes: Vec<u64> = ordered
+        .iter()
+        .chain(&random)
+        .map(|c| c.case.inbox_rows)
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let at = |cases: &[&CaseResult], value: &dyn Fn(&CaseResult) -> Option<f64>| {
+        sizes
+            .iter()
+            .map(|size| {
+                cases
+                    .iter()
+                    .find(|c| c.case.inbox_rows == *size)
+                    .and_then(|c| value(c))
+            })
+            .collect::<Vec<_>>()
+    };
+    let run = |c: &CaseResult| Some(c.run.rate);
+    let ceiling = |c: &CaseResult| c.ceiling.as_ref().map(|c| c.rate);
+    Some(Chart {
+        title: "Events/s as the inbox grows, ordered and random ids".into(),
+        x_label: "rows already in the inbox and history tables".into(),
+        y_label: "events/s".into(),
+        categories: sizes
+            .iter()
+            .map(|s| if *s == 0 { "empty".into() } else { rows(*s) })
+            .collect(),
+        series: vec![
+            Series {
+                name: "ordered ids".into(),
+                values: at(&ordered, &run),
+            },
+            Series {
+                name: "ordered, ceiling 2".into(),
+                values: at(&ordered, &ceiling),
+            },
+            Series {
+                name: "UUIDv4 ids".into(),
+                values: at(&random, &run),
+            },
+            Series {
+                name: "UUIDv4, ceiling 2".into(),
+                values: at(&random, &ceiling),
+            },
+        ],
+        references: Vec::new(),
+    })
+}
+
 fn throughput_chart(
     title: &str,
     x_label: &str,
@@ -160,6 +226,7 @@ mod tests {
             files,
             [
                 "inbox-size.svg",
+                "inbox-ids.svg",
                 "partitions.svg",
                 "duplicates.svg",
                 "latency.svg"
@@ -172,12 +239,19 @@ mod tests {
             [Some(90_000.0), Some(85_000.0), Some(70_000.0)]
         );
         assert_eq!(inbox.references[0].value, 90_000.0 * 0.7);
-        let duplicates = &figures[2].chart;
+        let ids = &figures[1].chart;
+        assert_eq!(ids.categories, ["empty", "1 M", "10 M"]);
+        assert_eq!(ids.series[2].values, [Some(88_000.0), None, Some(60_000.0)]);
+        assert_eq!(
+            ids.series[1].values,
+            [Some(100_000.0), Some(95_000.0), Some(80_000.0)]
+        );
+        let duplicates = &figures[3].chart;
         assert_eq!(
             duplicates.categories,
             ["0 %", "10 %", "50 %", "100 % (replay)"]
         );
-        let latency = &figures[3].chart;
+        let latency = &figures[4].chart;
         assert_eq!(latency.categories, ["p50", "p90", "p99", "p99.9", "max"]);
         assert_eq!(latency.references[0].value, 200.0);
     }

@@ -111,6 +111,19 @@ impl Databases {
         )))
     }
 
+    /// Drops a database of the throwaway cluster (a prefilled one takes gigabytes); nothing
+    /// with `--database-url`.
+    pub async fn drop(&self, name: &str) -> Result<(), BenchError> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(());
+        };
+        let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+        cluster
+            .administer(&format!("DROP DATABASE IF EXISTS {quoted} WITH (FORCE)"))
+            .await
+            .map_err(BenchError::Query)
+    }
+
     /// Whether the benchmark owns the server (and so may stop it).
     pub fn owns_cluster(&self) -> bool {
         self.cluster.is_some()
@@ -182,18 +195,31 @@ impl Databases {
 }
 
 const COUNT_ROWS: &str = "SELECT count(*) FROM history_events WHERE starts_with(event_id, $1)";
+const COUNT_IDS: &str = "SELECT count(*) FROM history_events WHERE event_id = ANY($1)";
 
-/// Rows of the events whose id starts with `prefix`.
-pub async fn count_rows(pool: &Pool, prefix: &str) -> Result<u64, BenchError> {
+/// How a run's rows are told apart from the others in its database.
+#[derive(Debug, Clone)]
+pub enum RunRows {
+    /// Ordered ids: the run's prefix.
+    Prefix(String),
+    /// Random ids: the run's unique event ids.
+    Ids(Vec<String>),
+}
+
+/// Rows of a run's events.
+pub async fn count_run_rows(pool: &Pool, rows: &RunRows) -> Result<u64, BenchError> {
     let client = pool.get().await.map_err(BenchError::Pool)?;
-    let statement = client
-        .prepare_cached(COUNT_ROWS)
-        .await
-        .map_err(BenchError::Query)?;
-    let row = client
-        .query_one(&statement, &[&prefix])
-        .await
-        .map_err(BenchError::Query)?;
+    let row = match rows {
+        RunRows::Prefix(prefix) => {
+            let statement = client
+                .prepare_cached(COUNT_ROWS)
+                .await
+                .map_err(BenchError::Query)?;
+            client.query_one(&statement, &[prefix]).await
+        }
+        RunRows::Ids(ids) => client.query_one(COUNT_IDS, &[ids]).await,
+    }
+    .map_err(BenchError::Query)?;
     Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
 }
 
@@ -204,7 +230,17 @@ pub async fn expect_rows(
     unique: u64,
     phase: &str,
 ) -> Result<(), BenchError> {
-    let rows = count_rows(pool, prefix).await?;
+    expect_run_rows(pool, &RunRows::Prefix(prefix.to_owned()), unique, phase).await
+}
+
+/// Fails the phase unless the run's rows are exactly the `unique` events published.
+pub async fn expect_run_rows(
+    pool: &Pool,
+    run_rows: &RunRows,
+    unique: u64,
+    phase: &str,
+) -> Result<(), BenchError> {
+    let rows = count_run_rows(pool, run_rows).await?;
     if rows == unique {
         Ok(())
     } else {

@@ -5,16 +5,17 @@
 
 use std::time::Instant;
 
-use super::database::expect_rows;
+use super::database::{RunRows, expect_run_rows};
 use std::cell::RefCell;
 
 use super::measure::{self, Latency, Sent};
 use super::probe::{self, CpuSnapshot};
-use super::report::Throughput;
+use super::report::{IdKind, Throughput};
 use super::service::{self, Service, Watch};
 use super::topic::Topic;
 use super::workload::Workload;
 use super::{BenchError, Plan};
+use crate::tools::demo::traffic::RecordKind;
 
 /// A topic holding a run's records, and what is known about them.
 pub struct Published {
@@ -22,28 +23,39 @@ pub struct Published {
     /// Where each record landed, in the order published.
     pub sent: Vec<Sent>,
     pub run_id: String,
-    /// The prefix of the run's event ids (its rows are counted by it).
-    pub prefix: String,
+    /// How the run's rows are counted.
+    pub rows: RunRows,
     pub unique: u64,
     /// Per partition, the offset after the last record.
     pub ends: Vec<i64>,
 }
 
-/// Publishes `records` records with a `duplicates` share over `partitions` partitions of a
-/// fresh broker.
+/// Publishes `records` records with a `duplicates` share and event ids of kind `ids` over
+/// `partitions` partitions of a fresh broker.
 pub async fn publish(
     plan: &Plan,
     partitions: i32,
     duplicates: f64,
+    ids: IdKind,
     records: u64,
     phase: &str,
 ) -> Result<Published, BenchError> {
     let run_id = format!("{:08x}", rand::random::<u32>());
-    let mut workload = Workload::new(plan.seed, &run_id, duplicates);
+    let mut workload = Workload::with_ids(plan.seed, &run_id, duplicates, ids);
     let prefix = workload.id_prefix();
     let topic = Topic::create(partitions)?;
     let started = Instant::now();
-    let sent = topic.flood(&mut workload, records).await?;
+    let mut fresh_ids = Vec::new();
+    let mut tapped = workload.by_ref().inspect(|record| {
+        if let (IdKind::Random, RecordKind::Fresh(event)) = (ids, &record.kind) {
+            fresh_ids.push(event.event_id.clone());
+        }
+    });
+    let sent = topic.flood(&mut tapped, records).await?;
+    let rows = match ids {
+        IdKind::Ordered => RunRows::Prefix(prefix),
+        IdKind::Random => RunRows::Ids(fresh_ids),
+    };
     topic.check_retention().await?;
     let ends = topic.ends();
     let unique = topic.tally().unique_valid;
@@ -56,7 +68,7 @@ pub async fn publish(
         topic,
         sent,
         run_id,
-        prefix,
+        rows,
         unique,
         ends,
     })
@@ -66,6 +78,25 @@ pub async fn publish(
 /// `url`, as a new consumer group; the throughput. The rows of the run's events must be exactly
 /// its unique events afterwards.
 pub async fn consume(
+    published: &Published,
+    url: &str,
+    batch_size: usize,
+    phase: &str,
+) -> Result<Throughput, BenchError> {
+    let run = consume_unchecked(published, url, batch_size, phase).await?;
+    check(published, url, phase).await?;
+    Ok(run)
+}
+
+/// Fails unless the database at `url` holds exactly the unique events of `published`.
+pub async fn check(published: &Published, url: &str, phase: &str) -> Result<(), BenchError> {
+    let pool = crate::db::pool(url, 1)?;
+    expect_run_rows(&pool, &published.rows, published.unique, phase).await
+}
+
+/// [`consume`] without counting the rows afterwards (so that PostgreSQL's counters can be
+/// read first); the caller then calls [`check`].
+pub async fn consume_unchecked(
     published: &Published,
     url: &str,
     batch_size: usize,
@@ -95,9 +126,7 @@ pub async fn consume(
     let elapsed = done - first_fetch;
     let records = published.sent.len() as u64;
     let rate = measure::rate(records, elapsed);
-    let checked = expect_rows(service.pool(), &published.prefix, published.unique, phase).await;
     service.stop().await?;
-    checked?;
     println!(
         "{phase}: {:.0} events/s over {:.2} s",
         rate,

@@ -21,6 +21,7 @@ mod end_to_end;
 mod latency;
 mod machine;
 mod measure;
+mod pg_stats;
 mod phases;
 mod plot;
 mod prefill;
@@ -40,12 +41,12 @@ use crate::config::RuntimeSettings;
 use crate::db::DbError;
 use crate::inbox::PgInboxError;
 use crate::startup::StartupError;
-use crate::tools::args::BenchArgs;
+use crate::tools::args::{BenchArgs, BenchPhase};
 use crate::tools::pg_cluster::ClusterError;
 
 use self::database::Databases;
 use self::machine::{Machine, load_average};
-use self::report::{Case, Load, Report, Setup};
+use self::report::{Case, IdKind, Load, Report, Setup};
 
 pub use self::admin_load::{BOUND_P99, BOUND_THROUGHPUT, SECTION_END, SECTION_START};
 pub use self::render::NOTES_MARKER;
@@ -120,6 +121,8 @@ pub struct Plan {
     /// The duplicate share of every case that does not vary it.
     pub duplicates: f64,
     pub inbox_rows: Vec<u64>,
+    /// Inbox sizes of the random-id cases (0: an empty inbox).
+    pub random_id_rows: Vec<u64>,
     pub partition_counts: Vec<i32>,
     pub duplicate_shares: Vec<f64>,
     /// How often the default case runs back to back (the median ratio is used).
@@ -135,6 +138,8 @@ pub struct Plan {
     pub outage: Duration,
     pub seed: u64,
     pub quick: bool,
+    /// The phases to run besides the default case; empty: all.
+    pub only: Vec<BenchPhase>,
 }
 
 impl Plan {
@@ -150,12 +155,22 @@ impl Plan {
                 vec![1_000_000, 10_000_000]
             }
         });
+        let mut random_id_rows = args.random_id_rows.clone().unwrap_or_else(|| {
+            if args.quick {
+                vec![0, 10_000]
+            } else {
+                vec![0, 10_000_000]
+            }
+        });
+        random_id_rows.sort_unstable();
+        random_id_rows.dedup();
         Plan {
             events: args.events,
             partitions: args.partitions,
             batch_sizes,
             duplicates: args.duplicates,
             inbox_rows: inbox_rows.into_iter().filter(|rows| *rows > 0).collect(),
+            random_id_rows,
             partition_counts: args.partition_counts.clone(),
             duplicate_shares: args.duplicate_shares.clone(),
             anchor_repeats: if args.quick { 1 } else { 3 },
@@ -171,7 +186,13 @@ impl Plan {
             outage: Duration::from_secs(if args.quick { 4 } else { 15 }),
             seed: SEED,
             quick: args.quick,
+            only: args.only.clone(),
         }
+    }
+
+    /// Whether `phase` runs (every phase does unless `--only` names others).
+    pub fn runs(&self, phase: BenchPhase) -> bool {
+        self.only.is_empty() || self.only.contains(&phase)
     }
 
     /// The batch size every case but the batch-size ones runs at: the last one given.
@@ -187,6 +208,7 @@ impl Plan {
             inbox_rows: 0,
             duplicates: self.duplicates,
             replay: false,
+            ids: IdKind::Ordered,
         }
     }
 
@@ -225,16 +247,22 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
     let load_at_start = load_average();
     println!(
         "history-consumer bench{}: {} records a case, default {} partitions, {:.0} % duplicates, \
-         B {:?}; inbox rows {:?}, partitions {:?}, duplicate shares {:?}; PostgreSQL {}; load \
-         average {}",
+         B {:?}; inbox rows {:?}, with random ids {:?}, partitions {:?}, duplicate shares {:?}; \
+         phases {}; PostgreSQL {}; load average {}",
         if plan.quick { " --quick" } else { "" },
         plan.events,
         plan.partitions,
         plan.duplicates * 100.0,
         plan.batch_sizes,
         plan.inbox_rows,
+        plan.random_id_rows,
         plan.partition_counts,
         plan.duplicate_shares,
+        if plan.only.is_empty() {
+            "all".to_owned()
+        } else {
+            format!("default and {:?}", plan.only)
+        },
         if args.database_url.is_some() {
             "of --database-url"
         } else {

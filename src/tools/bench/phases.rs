@@ -1,17 +1,21 @@
 //! The order of a benchmark run: the backlog phases first (while the process holds nothing
 //! else), the default case with both ceilings, the default case over TLS beside plaintext, the
-//! batch sizes, the inbox sizes, the partition counts, the duplicate shares and the replay, the
-//! latency, and the default case once more at the end to show how far the machine drifted
-//! meanwhile.
+//! batch sizes, the inbox sizes with ordered ids and with random ones, the partition counts,
+//! the duplicate shares and the replay, the latency, and the default case once more at the end
+//! to show how far the machine drifted meanwhile. `--only` leaves out the phases it does not
+//! name (never the default case, which every series is compared with).
 
 use super::ceilings::{self, DatabaseWork};
 use super::database::Databases;
 use super::end_to_end::{self, Published};
+use super::pg_stats::Counters;
 use super::report::{
-    Backlog, Case, CaseResult, CeilingResult, LatencyResult, Throughput, TlsCost, rows,
+    Backlog, Case, CaseResult, CeilingResult, DatabaseState, IdKind, LatencyResult, Throughput,
+    TlsCost, rows,
 };
 use super::{BenchError, Plan, backlog, latency, prefill, tls_cost};
 use crate::config::RuntimeSettings;
+use crate::tools::args::BenchPhase;
 
 /// Everything the phases measured.
 pub struct Measured {
@@ -29,6 +33,8 @@ struct Ran {
     result: CaseResult,
     published: Published,
     url: String,
+    /// The name of the end-to-end run's database.
+    name: String,
     /// Ceiling 2's events and the database they went into.
     ceiling: Option<(DatabaseWork, String)>,
 }
@@ -51,9 +57,17 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
     }
     let (median, anchor_others) = median_run(anchor_runs);
     cases.push(median);
-    let tls = tls_cost::run(plan, databases).await?;
+    let tls = if plan.runs(BenchPhase::Tls) {
+        tls_cost::run(plan, databases).await?
+    } else {
+        TlsCost::Skipped("not asked for (--only)".into())
+    };
 
-    for &batch_size in plan.batch_sizes.iter().filter(|b| **b != anchor.batch_size) {
+    let batch_sizes = plan
+        .batch_sizes
+        .iter()
+        .filter(|b| **b != anchor.batch_size && plan.runs(BenchPhase::BatchSizes));
+    for &batch_size in batch_sizes {
         let case = Case {
             batch_size,
             ..anchor
@@ -61,25 +75,39 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
         cases.push(run_and_close(plan, databases, case, false).await?);
     }
 
-    if databases.owns_cluster() {
-        for &inbox_rows in &plan.inbox_rows {
-            let case = Case {
-                inbox_rows,
-                ..anchor
-            };
-            cases.push(run_and_close(plan, databases, case, true).await?);
+    let inbox_rows = plan
+        .inbox_rows
+        .iter()
+        .filter(|_| plan.runs(BenchPhase::Inbox))
+        .map(|rows| (*rows, IdKind::Ordered));
+    let random_id_rows = plan
+        .random_id_rows
+        .iter()
+        .filter(|_| plan.runs(BenchPhase::RandomIds))
+        .map(|rows| (*rows, IdKind::Random));
+    for (inbox_rows, ids) in inbox_rows.chain(random_id_rows) {
+        if inbox_rows > 0 && !databases.owns_cluster() {
+            println!(
+                "{} rows in the inbox, {} ids: skipped (it fills a database of its own; not \
+                 with --database-url)",
+                rows(inbox_rows),
+                ids.name()
+            );
+            continue;
         }
-    } else if !plan.inbox_rows.is_empty() {
-        println!(
-            "inbox sizes: skipped (they fill databases of their own; not with --database-url)"
-        );
+        let case = Case {
+            inbox_rows,
+            ids,
+            ..anchor
+        };
+        cases.push(run_and_close(plan, databases, case, true).await?);
     }
 
-    for &partitions in plan
+    let partition_counts = plan
         .partition_counts
         .iter()
-        .filter(|p| **p != anchor.partitions)
-    {
+        .filter(|p| **p != anchor.partitions && plan.runs(BenchPhase::Partitions));
+    for &partitions in partition_counts {
         let case = Case {
             partitions,
             ..anchor
@@ -88,6 +116,9 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
     }
 
     let mut shares: Vec<f64> = plan.duplicate_shares.clone();
+    if !plan.runs(BenchPhase::Duplicates) {
+        shares.clear();
+    }
     shares.sort_by(f64::total_cmp);
     shares.dedup();
     for (i, &duplicates) in shares.iter().enumerate() {
@@ -110,7 +141,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
         }
     }
 
-    let latency = match cases.first() {
+    let latency = match cases.first().filter(|_| plan.runs(BenchPhase::Latency)) {
         Some(first) => {
             Some(latency::run(plan, databases, first.run.rate * plan.latency_load).await?)
         }
@@ -139,6 +170,10 @@ async fn backlog_phases(
         phases.push(Backlog::Skipped("--backlog-events 0".into()));
         return Ok(phases);
     }
+    if !plan.runs(BenchPhase::Backlog) {
+        phases.push(Backlog::Skipped("not asked for (--only)".into()));
+        return Ok(phases);
+    }
     for &partitions in &plan.backlog_partitions {
         phases.push(backlog::run(plan, databases, partitions).await?);
     }
@@ -153,77 +188,168 @@ async fn run_and_close(
 ) -> Result<CaseResult, BenchError> {
     let ran = run_case(plan, databases, case, ceiling).await?;
     ran.published.topic.close().await;
+    if case.inbox_rows > 0 {
+        // A prefilled database takes gigabytes, and its autovacuum would write WAL into the
+        // next case's measure.
+        databases.drop(&ran.name).await?;
+    }
     Ok(ran.result)
 }
 
 /// Runs `case` end to end (into a database with its inbox rows), then, if `ceiling`, its
 /// ceiling 2: into a fresh database for an empty inbox, into the same one for a filled inbox.
+/// For the inbox-size cases (either id kind) on the throwaway cluster, PostgreSQL's own
+/// counters are read around each run.
 async fn run_case(
     plan: &Plan,
     databases: &Databases,
     case: Case,
     ceiling: bool,
 ) -> Result<Ran, BenchError> {
-    let phase = case.label(&plan.anchor());
+    let anchor = plan.anchor();
+    let phase = case.label(&anchor);
     let name = format!("bench_{:08x}", rand::random::<u32>());
     let url = databases.fresh(&name).await?;
+    let inbox_series = Case {
+        inbox_rows: anchor.inbox_rows,
+        ids: anchor.ids,
+        ..case
+    } == anchor;
+    let counted = inbox_series && databases.owns_cluster();
+    let mut prefill_took = None;
+    if case.inbox_rows > 0 || counted {
+        crate::inbox::migrate_pool(&crate::db::pool(&url, 1)?).await?;
+    }
     if case.inbox_rows > 0 {
         println!(
-            "{phase}: filling the inbox and history with {} rows",
-            rows(case.inbox_rows)
+            "{phase}: filling the inbox and history with {} rows ({} ids)",
+            rows(case.inbox_rows),
+            case.ids.name()
         );
-        crate::inbox::migrate_pool(&crate::db::pool(&url, 1)?).await?;
-        let took = prefill::fill(&url, case.inbox_rows).await?;
+        let took = prefill::fill(&url, case.inbox_rows, case.ids).await?;
         println!("{phase}: filled in {:.0} s", took.as_secs_f64());
+        prefill_took = Some(took);
     }
     let records = plan.records_for(case.batch_size);
-    let published =
-        end_to_end::publish(plan, case.partitions, case.duplicates, records, &phase).await?;
-    let run = match end_to_end::consume(&published, &url, case.batch_size, &phase).await {
-        Ok(run) => run,
+    let published = end_to_end::publish(
+        plan,
+        case.partitions,
+        case.duplicates,
+        case.ids,
+        records,
+        &phase,
+    )
+    .await?;
+    let measured = async {
+        let before = read_if(counted, &url).await?;
+        let run = end_to_end::consume_unchecked(&published, &url, case.batch_size, &phase).await?;
+        let after = read_if(counted, &url).await?;
+        end_to_end::check(&published, &url, &phase).await?;
+        let mut ceiling_ran = None;
+        if ceiling {
+            let work = DatabaseWork::new(
+                plan,
+                &published.run_id,
+                case.duplicates,
+                case.ids,
+                &published.sent,
+            );
+            let (ceiling_url, ceiling_before) = if case.inbox_rows > 0 {
+                // Read again: the rows were counted since.
+                (url.clone(), read_if(counted, &url).await?)
+            } else {
+                let fresh = databases.fresh(&format!("{name}_ceiling")).await?;
+                if counted {
+                    crate::inbox::migrate_pool(&crate::db::pool(&fresh, 1)?).await?;
+                }
+                let before = read_if(counted, &fresh).await?;
+                (fresh, before)
+            };
+            let ceiling_phase = format!("{phase}, ceiling 2");
+            let result = work
+                .run_unchecked(
+                    &ceiling_url,
+                    case.batch_size,
+                    connections(case.partitions),
+                    true,
+                    &ceiling_phase,
+                )
+                .await?;
+            let ceiling_after = read_if(counted, &ceiling_url).await?;
+            work.check(&ceiling_url, &ceiling_phase).await?;
+            println!("{ceiling_phase}: {:.0} events/s", result.rate);
+            let activity = ceiling_before
+                .zip(ceiling_after)
+                .map(|(b, a)| b.until(&a, result.records));
+            ceiling_ran = Some((work, ceiling_url, result, activity));
+        }
+        let database = before.zip(after).map(|(b, a)| DatabaseState {
+            shared_buffers: a.shared_buffers,
+            prefill: prefill_took,
+            before: b.indexes,
+            after: a.indexes,
+            run: b.until(&a, run.records),
+            ceiling: ceiling_ran
+                .as_ref()
+                .and_then(|(_, _, _, activity)| *activity),
+        });
+        if let Some(state) = &database {
+            print_state(&phase, state);
+        }
+        Ok::<_, BenchError>((run, ceiling_ran, database))
+    };
+    let (run, ceiling_ran, database) = match measured.await {
+        Ok(measured) => measured,
         Err(error) => {
             published.topic.close().await;
             return Err(error);
         }
     };
-    let mut ceiling_ran = None;
-    if ceiling {
-        let work = DatabaseWork::new(plan, &published.run_id, case.duplicates, &published.sent);
-        let ceiling_url = if case.inbox_rows > 0 {
-            url.clone()
-        } else {
-            databases.fresh(&format!("{name}_ceiling")).await?
-        };
-        let ceiling_phase = format!("{phase}, ceiling 2");
-        let result = work
-            .run(
-                &ceiling_url,
-                case.batch_size,
-                connections(case.partitions),
-                true,
-                &ceiling_phase,
-            )
-            .await;
-        let result = match result {
-            Ok(result) => result,
-            Err(error) => {
-                published.topic.close().await;
-                return Err(error);
-            }
-        };
-        println!("{ceiling_phase}: {:.0} events/s", result.rate);
-        ceiling_ran = Some((work, ceiling_url, result));
-    }
     let (ceiling, kept) = match ceiling_ran {
-        Some((work, url, result)) => (Some(result), Some((work, url))),
+        Some((work, url, result, _)) => (Some(result), Some((work, url))),
         None => (None, None),
     };
     Ok(Ran {
-        result: CaseResult { case, run, ceiling },
+        result: CaseResult {
+            case,
+            run,
+            ceiling,
+            database,
+        },
         published,
         url,
+        name,
         ceiling: kept,
     })
+}
+
+/// PostgreSQL's counters in the database at `url`, if `counted`.
+async fn read_if(counted: bool, url: &str) -> Result<Option<Counters>, BenchError> {
+    if counted {
+        Counters::read(url).await.map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+fn print_state(phase: &str, state: &DatabaseState) {
+    let mb = |bytes: u64| bytes as f64 / 1_000_000.0;
+    let percent =
+        |ratio: Option<f64>| ratio.map_or("—".into(), |r| format!("{:.1} %", r * 100.0));
+    let wal = |a: &super::report::DbActivity| a.wal_per_event().unwrap_or_default();
+    println!(
+        "{phase}: primary keys {:.0} MB (inbox) + {:.0} MB (history) after the run; hit ratio \
+         {} (indexes {}), {:.0} WAL bytes/event end to end; ceiling 2: {}, {} WAL bytes/event",
+        mb(state.after.inbox),
+        mb(state.after.history),
+        percent(state.run.hit_ratio()),
+        percent(state.run.index_hit_ratio()),
+        wal(&state.run),
+        percent(state.ceiling.and_then(|c| c.hit_ratio())),
+        state
+            .ceiling
+            .map_or("—".into(), |c| format!("{:.0}", wal(&c)))
+    );
 }
 
 /// A second consumer group over `ran`'s topic and database: every record a redelivery. Its
@@ -254,7 +380,12 @@ async fn replay(plan: &Plan, ran: Ran) -> Result<CaseResult, BenchError> {
         }
         None => None,
     };
-    Ok(CaseResult { case, run, ceiling })
+    Ok(CaseResult {
+        case,
+        run,
+        ceiling,
+        database: None,
+    })
 }
 
 /// The run with the median end-to-end / ceiling 2 ratio, and the others in the order run.

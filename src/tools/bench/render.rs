@@ -7,7 +7,8 @@ use std::time::Duration;
 use super::charts::Figure;
 use super::probe::CpuUsage;
 use super::report::{
-    Backlog, CaseResult, Report, Throughput, TlsCost, megabytes, rows, thread_role, whole,
+    Backlog, CaseResult, DbActivity, Report, Throughput, TlsCost, megabytes, rows, thread_role,
+    whole,
 };
 use super::targets::{Target, limits, targets};
 
@@ -150,6 +151,7 @@ fn case_lines(report: &Report) -> Vec<Vec<String>> {
                 case: anchor.case,
                 run: again.clone(),
                 ceiling: None,
+                database: None,
             },
         )
         .to_vec();
@@ -157,6 +159,81 @@ fn case_lines(report: &Report) -> Vec<Vec<String>> {
         lines.push(line);
     }
     lines
+}
+
+const INBOX_HEADER: [&str; 11] = [
+    "event ids",
+    "inbox rows before",
+    "prefill",
+    "events/s",
+    "ceiling 2 events/s",
+    "/ ceiling 2",
+    "primary keys after the run: inbox + history",
+    "buffer hit ratio: all blocks (primary keys), end to end",
+    "… ceiling 2",
+    "WAL bytes / event (full-page images / event), end to end",
+    "… ceiling 2",
+];
+
+/// The inbox-size cases, ordered ids then random ones, with what PostgreSQL counted.
+fn inbox_lines(report: &Report) -> Vec<Vec<String>> {
+    let percent =
+        |ratio: Option<f64>| ratio.map_or("—".into(), |r| format!("{:.1} %", r * 100.0));
+    let hits = |a: Option<DbActivity>| {
+        a.map_or("—".into(), |a| {
+            format!(
+                "{} ({})",
+                percent(a.hit_ratio()),
+                percent(a.index_hit_ratio())
+            )
+        })
+    };
+    let wal = |a: Option<DbActivity>| {
+        a.map_or("—".into(), |a| {
+            format!(
+                "{} ({:.2}){}",
+                whole(a.wal_per_event().unwrap_or_default()),
+                a.fpi_per_event().unwrap_or_default(),
+                match a.checkpoints {
+                    0 => String::new(),
+                    1 => ", 1 checkpoint".into(),
+                    n => format!(", {n} checkpoints"),
+                }
+            )
+        })
+    };
+    report
+        .by_inbox()
+        .into_iter()
+        .chain(report.by_inbox_random())
+        .map(|c| {
+            let db = c.database;
+            vec![
+                c.case.ids.name().to_owned(),
+                if c.case.inbox_rows == 0 {
+                    "0".into()
+                } else {
+                    rows(c.case.inbox_rows)
+                },
+                db.and_then(|d| d.prefill)
+                    .map_or("—".into(), |d| format!("{:.0} s", d.as_secs_f64())),
+                whole(c.run.rate),
+                c.ceiling.as_ref().map_or("—".into(), |c| whole(c.rate)),
+                c.vs_ceiling().map_or("—".into(), |r| format!("{r:.2}")),
+                db.map_or("—".into(), |d| {
+                    format!(
+                        "{:.0} + {:.0} MB",
+                        megabytes(d.after.inbox),
+                        megabytes(d.after.history)
+                    )
+                }),
+                hits(db.map(|d| d.run)),
+                hits(db.and_then(|d| d.ceiling)),
+                wal(db.map(|d| d.run)),
+                wal(db.and_then(|d| d.ceiling)),
+            ]
+        })
+        .collect()
 }
 
 const LATENCY_HEADER: [&str; 8] = [
@@ -459,6 +536,32 @@ pub fn markdown(
         rss(c1.peak_rss)
     );
 
+    let inbox = inbox_lines(report);
+    if !report.by_inbox_random().is_empty() && !inbox.is_empty() {
+        let _ = writeln!(out, "### Inbox size and event ids\n");
+        markdown_table(&mut out, &INBOX_HEADER, &inbox);
+        let shared_buffers = report
+            .cases
+            .iter()
+            .find_map(|c| c.database)
+            .map_or("unknown".into(), |d| {
+                format!("{} MiB", d.shared_buffers >> 20)
+            });
+        let _ = writeln!(
+            out,
+            "The same cases as in the table above, each beside its ceiling 2 in the same \
+             database state, with what PostgreSQL counted over each run: the primary-key \
+             indexes' size (`pg_relation_size`) once the end-to-end run was done; the share \
+             of blocks found in shared buffers ({shared_buffers} here), of the run's database \
+             (`pg_stat_database`) and of the two primary-key indexes alone \
+             (`pg_statio_user_indexes`) — a block not found there is read from the kernel, \
+             its page cache or the disk; the WAL written (`pg_current_wal_lsn()`) and its \
+             full-page images (`pg_stat_wal`) per record, and any checkpoint that fell in the \
+             run. The WAL and the checkpoints are the whole cluster's (its other databases \
+             idle).\n"
+        );
+    }
+
     let _ = writeln!(out, "### Over TLS beside plaintext\n");
     match &report.tls {
         TlsCost::Skipped(why) => {
@@ -619,6 +722,13 @@ fn method(report: &Report) -> Vec<String> {
          (`evt-<run>-<seq>`), as an outbox's sequence would give, so a run's new rows land in \
          one region of each index."
             .into(),
+        "Random ids: the same cases with UUIDv4 text event ids (random, as most outboxes make \
+         them; a republished copy keeps its event's id), at an empty inbox and with rows of \
+         earlier runs whose ids are random too (`gen_random_uuid()::text`, inserted with the \
+         primary keys in place, so each index grew by page splits all over it as a random-id \
+         production database's does; then VACUUM ANALYZE and a CHECKPOINT). A filled \
+         inbox's database is dropped after its case."
+            .into(),
         "Replay: a second consumer group reads the 0 % case's topic again into the same \
          database, so every record is a duplicate (a redelivery) — a consumer-group reset."
             .into(),
@@ -678,6 +788,12 @@ mod tests {
             "| 10 M rows in the inbox | 256 | 4 | 10 M | 10 % |",
             "| replay: a second group re-reads the topic | 256 | 4 | 0 | 100 % (replay) |",
             "| default again, at the end |",
+            "| 10 M rows in the inbox, UUIDv4 ids | 256 | 4 | 10 M | 10 % |",
+            "![events/s against rows already in the inbox, ordered and random (UUIDv4) ids](benchmarks/inbox-ids.svg)",
+            "| UUIDv4 | 10 M | 250 s | 60,000 | 68,000 | 0.88 | 720 + 730 MB | 95.0 % (90.0 %) | 98.0 % (90.0 %) | 6,000 (0.50), 1 checkpoint | 5,000 (0.50), 1 checkpoint |",
+            "| ordered | 10 M | — | 70,000 | 80,000 | 0.88 | — |",
+            "| UUIDv4 | 0 | — | 88,000 | 99,000 | 0.89 | — |",
+            "shared buffers (128 MiB here)",
             "90,000 and 87,000 events/s (-3 %)",
             "| default, another run back to back | 256 | 4 | 0 | 10 % |",
             "ran 3 times back to back, each end to end and then ceiling 2 (ratios 0.90, 0.85, 0.94)",

@@ -8,8 +8,27 @@ use super::machine::Machine;
 use super::measure::{Latency, ratio};
 use super::probe::CpuUsage;
 
+/// How the events' ids are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdKind {
+    /// `evt-<run>-<seq>`: ordered within a run, as an outbox's sequence gives them.
+    #[default]
+    Ordered,
+    /// UUIDv4 text: random, as most outboxes make them.
+    Random,
+}
+
+impl IdKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            IdKind::Ordered => "ordered",
+            IdKind::Random => "UUIDv4",
+        }
+    }
+}
+
 /// What one end-to-end run varied. The anchor case (default B, `--partitions`, an empty inbox,
-/// `--duplicates`, fresh records) belongs to every series.
+/// `--duplicates`, fresh records, ordered ids) belongs to every series.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Case {
     pub batch_size: usize,
@@ -20,6 +39,8 @@ pub struct Case {
     pub duplicates: f64,
     /// A second consumer group re-reading a topic whose events the inbox already holds.
     pub replay: bool,
+    /// The kind of the run's event ids (and of the rows already in the inbox).
+    pub ids: IdKind,
 }
 
 impl Case {
@@ -40,6 +61,9 @@ impl Case {
         }
         if self.duplicates != anchor.duplicates {
             parts.push(format!("{:.0} % duplicates", self.duplicates * 100.0));
+        }
+        if self.ids != anchor.ids {
+            parts.push(format!("{} ids", self.ids.name()));
         }
         if parts.is_empty() {
             "default (empty inbox)".into()
@@ -91,6 +115,8 @@ pub struct CaseResult {
     pub run: Throughput,
     /// Ceiling 2 in the same database state, where the case has one.
     pub ceiling: Option<CeilingResult>,
+    /// What PostgreSQL did meanwhile, where it was measured (the inbox-size cases).
+    pub database: Option<DatabaseState>,
 }
 
 impl CaseResult {
@@ -98,6 +124,71 @@ impl CaseResult {
     pub fn vs_ceiling(&self) -> Option<f64> {
         ratio(self.run.rate, self.ceiling.as_ref()?.rate)
     }
+}
+
+/// Bytes of the two primary-key indexes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexSizes {
+    pub inbox: u64,
+    pub history: u64,
+}
+
+/// What PostgreSQL counted over one run (differences of its statistics; the WAL and the
+/// checkpoints are the whole cluster's, the blocks the run's database's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DbActivity {
+    /// Events the run handled (records, duplicates included).
+    pub events: u64,
+    /// Blocks found in shared buffers, and read from the kernel (its page cache or the disk).
+    pub blocks_hit: u64,
+    pub blocks_read: u64,
+    /// The same for the two primary-key indexes alone.
+    pub index_hit: u64,
+    pub index_read: u64,
+    pub wal_bytes: u64,
+    /// Full-page images written to the WAL (a page's first change after a checkpoint).
+    pub wal_fpi: u64,
+    pub checkpoints: u64,
+}
+
+impl DbActivity {
+    /// Blocks found in shared buffers over blocks asked for.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        ratio(
+            self.blocks_hit as f64,
+            (self.blocks_hit + self.blocks_read) as f64,
+        )
+    }
+
+    /// The same for the primary-key indexes.
+    pub fn index_hit_ratio(&self) -> Option<f64> {
+        ratio(
+            self.index_hit as f64,
+            (self.index_hit + self.index_read) as f64,
+        )
+    }
+
+    pub fn wal_per_event(&self) -> Option<f64> {
+        ratio(self.wal_bytes as f64, self.events as f64)
+    }
+
+    pub fn fpi_per_event(&self) -> Option<f64> {
+        ratio(self.wal_fpi as f64, self.events as f64)
+    }
+}
+
+/// A case's database: its indexes' size and what the runs into it cost PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatabaseState {
+    /// PostgreSQL's `shared_buffers`.
+    pub shared_buffers: u64,
+    /// How long the prefill took, if there was one.
+    pub prefill: Option<std::time::Duration>,
+    /// Before the end-to-end run (after any prefill), and after it.
+    pub before: IndexSizes,
+    pub after: IndexSizes,
+    pub run: DbActivity,
+    pub ceiling: Option<DbActivity>,
 }
 
 /// The service with its database down and a backlog in the topic, then healed.
@@ -222,6 +313,7 @@ impl Report {
             inbox_rows: 0,
             duplicates: self.setup.duplicates,
             replay: false,
+            ids: IdKind::Ordered,
         }
     }
 
@@ -255,6 +347,17 @@ impl Report {
     /// The anchor at every inbox size measured, empty first.
     pub fn by_inbox(&self) -> Vec<&CaseResult> {
         self.series(|e, c| e.inbox_rows = c.inbox_rows, |c| c.inbox_rows as f64)
+    }
+
+    /// The anchor with random ids at every inbox size measured (prefilled with random ids).
+    pub fn by_inbox_random(&self) -> Vec<&CaseResult> {
+        self.series(
+            |e, c| {
+                e.inbox_rows = c.inbox_rows;
+                e.ids = IdKind::Random;
+            },
+            |c| c.inbox_rows as f64,
+        )
     }
 
     /// The anchor at every partition count measured.
@@ -419,6 +522,7 @@ pub(super) mod tests {
             inbox_rows: 0,
             duplicates: 0.1,
             replay: false,
+            ids: IdKind::Ordered,
         }
     }
 
@@ -433,6 +537,36 @@ pub(super) mod tests {
             case,
             run: throughput(rate),
             ceiling: ceiling_rate.map(|r| ceiling(r, case.partitions as usize)),
+            database: None,
+        }
+    }
+
+    /// A 10 M-row random-id database: 720 + 730 MB of primary keys, 95 % of blocks hit end to
+    /// end (90 % of the keys'), 6,000 WAL bytes and 0.5 full-page images per record.
+    pub fn state() -> DatabaseState {
+        let activity = |hit: u64, read: u64, wal: u64| DbActivity {
+            events: 200_000,
+            blocks_hit: hit,
+            blocks_read: read,
+            index_hit: 900_000,
+            index_read: 100_000,
+            wal_bytes: wal,
+            wal_fpi: 100_000,
+            checkpoints: 1,
+        };
+        DatabaseState {
+            shared_buffers: 128 << 20,
+            prefill: Some(Duration::from_secs(250)),
+            before: IndexSizes {
+                inbox: 700_000_000,
+                history: 710_000_000,
+            },
+            after: IndexSizes {
+                inbox: 720_000_000,
+                history: 730_000_000,
+            },
+            run: activity(1_900_000, 100_000, 1_200_000_000),
+            ceiling: Some(activity(1_960_000, 40_000, 1_000_000_000)),
         }
     }
 
@@ -491,6 +625,18 @@ pub(super) mod tests {
                     Some(300_000.0),
                 ),
                 case(|c| c.duplicates = 0.5, 120_000.0, Some(140_000.0)),
+                case(|c| c.ids = IdKind::Random, 88_000.0, Some(99_000.0)),
+                CaseResult {
+                    database: Some(state()),
+                    ..case(
+                        |c| {
+                            c.ids = IdKind::Random;
+                            c.inbox_rows = 10_000_000;
+                        },
+                        60_000.0,
+                        Some(68_000.0),
+                    )
+                },
             ],
             anchor_others: vec![
                 case(|_| {}, 85_000.0, Some(100_000.0)),
@@ -536,6 +682,12 @@ pub(super) mod tests {
             .map(|c| c.case.inbox_rows)
             .collect();
         assert_eq!(inbox, [0, 1_000_000, 10_000_000]);
+        let random: Vec<u64> = report
+            .by_inbox_random()
+            .iter()
+            .map(|c| c.case.inbox_rows)
+            .collect();
+        assert_eq!(random, [0, 10_000_000]);
         let partitions: Vec<i32> = report
             .by_partitions()
             .iter()
@@ -576,6 +728,12 @@ pub(super) mod tests {
             ..anchor
         };
         assert!(replay.label(&anchor).starts_with("replay"));
+        let random = Case {
+            inbox_rows: 10_000_000,
+            ids: IdKind::Random,
+            ..anchor
+        };
+        assert_eq!(random.label(&anchor), "10 M rows in the inbox, UUIDv4 ids");
     }
 
     #[test]

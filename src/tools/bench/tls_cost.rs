@@ -25,9 +25,15 @@ pub async fn run(plan: &Plan, databases: &Databases) -> Result<TlsCost, BenchErr
     for i in 0..plan.anchor_repeats.max(1) {
         let phase = format!("TLS, pair {}", i + 1);
         let records = plan.records_for(anchor.batch_size);
-        let published =
-            end_to_end::publish(plan, anchor.partitions, anchor.duplicates, records, &phase)
-                .await?;
+        let published = end_to_end::publish(
+            plan,
+            anchor.partitions,
+            anchor.duplicates,
+            anchor.ids,
+            records,
+            &phase,
+        )
+        .await?;
         let measured = pair(plan, databases, &published, i % 2 == 1, &phase).await;
         published.topic.close().await;
         let measured = measured?;
