@@ -43,7 +43,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-KINDS = ("service", "framework", "per-record")
+KINDS = ("service", "framework", "per-record", "framework-scaled")
+DEFAULT_KINDS = ("service", "framework", "per-record")
 NOTES_MARKER = (
     "<!-- Notes below this line are written by hand; `history-consumer bench` keeps them. -->"
 )
@@ -345,19 +346,24 @@ def start_consumer(kind, args, ctx, work, group, url, log):
             "--kafka-option", f"session.timeout.ms={args.session_timeout_ms}",
         ] + [f"--commit-interval={args.commit_interval}s"] * (args.commit_interval is not None)
         process = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        return process, port
-    script = {"framework": "quix_inbox.py", "per-record": "per_record.py"}[kind]
+        return [process], port
+    script = {"framework": "quix_inbox.py", "framework-scaled": "quix_inbox.py",
+              "per-record": "per_record.py"}[kind]
     command = [python, str(HERE / script), "--brokers", ctx.brokers, "--topic", work.topic,
                "--group", group, "--database-url", url,
                "--session-timeout-ms", str(args.session_timeout_ms)]
-    if kind == "framework":
+    if kind.startswith("framework"):
         command += ["--commit-interval", str(args.framework_commit_interval),
                     "--poll-timeout", str(args.framework_poll_timeout)]
     elif args.commit_interval is not None:
         command += ["--commit-interval-ms", str(int(args.commit_interval * 1000))]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                               text=True, cwd=HERE)
-    return process, Reports(process.stdout)
+    # framework-scaled: one Quix Streams process per partition in the group, as a team scales
+    # a Quix application out.
+    instances = ctx.partitions if kind == "framework-scaled" else 1
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
+                                  stdin=subprocess.DEVNULL, text=True, cwd=HERE)
+                 for _ in range(instances)]
+    return processes, [Reports(p.stdout) for p in processes]
 
 
 def stop_process(process):
@@ -382,14 +388,18 @@ def run_one(kind, round_no, order, args, ctx, work):
     log_path = ctx.logs / f"{name}.log"
     log = open(log_path, "w")
     say(f"round {round_no}: {kind} (group {group})")
-    process, handle = start_consumer(kind, args, ctx, work, group, url, log)
+    processes, handle = start_consumer(kind, args, ctx, work, group, url, log)
+    pids = [p.pid for p in processes]
+
+    def exited():
+        return next((p.returncode for p in processes if p.poll() is not None), None)
     try:
         # The first consumed record.
         deadline = time.time() + 120
         t0 = None
         while t0 is None:
-            if process.poll() is not None:
-                sys.exit(f"bench-peers: {kind} exited ({process.returncode}); see {log_path}")
+            if exited() is not None:
+                sys.exit(f"bench-peers: {kind} exited ({exited()}); see {log_path}")
             if time.time() > deadline:
                 sys.exit(f"bench-peers: {kind} consumed nothing within 120 s; see {log_path}")
             if kind == "service":
@@ -398,9 +408,9 @@ def run_one(kind, round_no, order, args, ctx, work):
                     t0 = asked
                 else:
                     time.sleep(0.005)
-            elif handle.first.wait(0.5):
-                t0 = handle.values["first_record_at"]
-        cpu0 = (cpu_seconds(process.pid), ctx.pg.cpu(), ctx.tansu.cpu(), time.time())
+            elif handle[0].first.wait(0.5) or any(h.first.is_set() for h in handle):
+                t0 = min(h.values["first_record_at"] for h in handle if h.first.is_set())
+        cpu0 = (sum(map(cpu_seconds, pids)), ctx.pg.cpu(), ctx.tansu.cpu(), time.time())
         # Committed offsets reaching every partition's end.
         last_progress, last_sum, end = time.time(), -1, None
         while end is None:
@@ -415,18 +425,28 @@ def run_one(kind, round_no, order, args, ctx, work):
             if now - last_progress > args.stall_seconds:
                 sys.exit(f"bench-peers: {kind}'s committed offsets {offsets} stood still for "
                          f"{args.stall_seconds} s short of {work.ends}; see {log_path}")
-            if process.poll() is not None:
-                sys.exit(f"bench-peers: {kind} exited ({process.returncode}); see {log_path}")
+            if exited() is not None:
+                sys.exit(f"bench-peers: {kind} exited ({exited()}); see {log_path}")
             time.sleep(args.poll_ms / 1000)
-        cpu1 = (cpu_seconds(process.pid), ctx.pg.cpu(), ctx.tansu.cpu(), time.time())
+        cpu1 = (sum(map(cpu_seconds, pids)), ctx.pg.cpu(), ctx.tansu.cpu(), time.time())
     finally:
-        stop_process(process)
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            stop_process(process)
         reader.close()
         log.close()
     peer = {}
-    if isinstance(handle, Reports):
-        handle.thread.join(5)
-        peer = {k: v for k, v in handle.values.items() if k not in ("ready", "first_record_at")}
+    if isinstance(handle, list):
+        for h in handle:
+            h.thread.join(5)
+            for k, v in h.values.items():
+                if k == "partitions":
+                    peer.setdefault("instances", []).append(
+                        {p: round(t - t0, 2) for p, t in sorted(v.items())})
+                elif k not in ("ready", "first_record_at"):
+                    peer[k] = round(peer.get(k, 0) + v, 3)
     seconds = end - t0
     wall = cpu1[3] - cpu0[3]
     check = verify(work, url)
@@ -564,8 +584,15 @@ def render(results, ctx, args):
         "psycopg 3 connection; per record: begin, inbox insert ON CONFLICT DO NOTHING "
         "RETURNING, the history row only for a new marker (else rollback), commit, then "
         "`store_offsets`; librdkafka auto-commits stored offsets every "
-        f"{(args.commit_interval or 1.0) * 1000:g} ms.\n"
+        f"{(args.commit_interval or 1.0) * 1000:g} ms."
     )
+    if any(r["kind"] == "framework-scaled" for r in results):
+        lines.append(
+            f"- **framework-scaled**: the framework peer as {ctx.partitions} processes in one "
+            "consumer group (one per partition: how a Quix Streams application scales out), "
+            "each with its own connection; CPU summed over them."
+        )
+    lines.append("")
     lines.append("| round | ran | consumer | records (unique) | seconds | events/s | CPU cores: consumer + PostgreSQL + tansu | consumer CPU µs per event | rows |")
     lines.append("|---|---|---|---|---|---|---|---|---|")
     for r in results:
@@ -575,23 +602,22 @@ def render(results, ctx, args):
             f"{r['cpu_tansu']:.2f} | {r['us_per_event']:.1f} | {r['verdict']} |"
         )
     lines.append("")
-    ratios = ratio_rows(results)
-    if ratios:
-        lines.append("| round | service / framework | service / per-record |")
-        lines.append("|---|---|---|")
-        for round_no, fw, pr in ratios:
-            lines.append(f"| {round_no} | {fmt(fw)} | {fmt(pr)} |")
-        fws = [fw for _, fw, _ in ratios if fw]
-        prs = [pr for _, _, pr in ratios if pr]
+    peers = [k for k in KINDS[1:] if any(r["kind"] == k for r in results)]
+    ratios = ratio_rows(results, peers)
+    if ratios and peers:
+        lines.append("| round | " + " | ".join(f"service / {k}" for k in peers) + " |")
+        lines.append("|---" * (len(peers) + 1) + "|")
+        for round_no, values in ratios:
+            lines.append(f"| {round_no} | " + " | ".join(fmt(values[k]) for k in peers) + " |")
         lines.append("")
-        lines.append("| target | this run (median of rounds) | goal | |")
+        lines.append("| target | this run (median of the rounds' ratios) | goal | |")
         lines.append("|---|---|---|---|")
-        if fws:
-            m = statistics.median(fws)
-            lines.append(f"| service / framework peer | {m:.2f} | ≥ 2.6 | {'met' if m >= 2.6 else 'MISSED'} |")
-        if prs:
-            m = statistics.median(prs)
-            lines.append(f"| service / per-record consumer | {m:.1f} | ≥ 50 | {'met' if m >= 50 else 'MISSED'} |")
+        for kind, label, goal in (("framework", "service / framework peer", 2.6),
+                                  ("per-record", "service / per-record consumer", 50)):
+            got = [values[kind] for _, values in ratios if values.get(kind)]
+            if got:
+                m = statistics.median(got)
+                lines.append(f"| {label} | {m:.2f} | ≥ {goal:g} | {'met' if m >= goal else 'MISSED'} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -600,15 +626,13 @@ def fmt(x):
     return "—" if x is None else f"{x:.2f}"
 
 
-def ratio_rows(results):
+def ratio_rows(results, peers):
+    """Per round: the service's events/s over each peer's, in that round."""
     rows = []
     for round_no in sorted({r["round"] for r in results}):
         by = {r["kind"]: r["rate"] for r in results if r["round"] == round_no}
-        if "service" not in by:
-            continue
-        fw = by["service"] / by["framework"] if "framework" in by else None
-        pr = by["service"] / by["per-record"] if "per-record" in by else None
-        rows.append((round_no, fw, pr))
+        if "service" in by:
+            rows.append((round_no, {k: by["service"] / by[k] if k in by else None for k in peers}))
     return rows
 
 
@@ -667,7 +691,7 @@ def main():
                              "one fsync per record the full workload would take many minutes)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="each consumer once per round; even rounds run in the reverse order")
-    parser.add_argument("--only", default=",".join(KINDS),
+    parser.add_argument("--only", default=",".join(DEFAULT_KINDS),
                         help=f"which consumers, comma-separated, of {', '.join(KINDS)}")
     parser.add_argument("--commit-interval", type=float, default=None,
                         help="seconds between offset commits for the service (--commit-interval) "
@@ -712,8 +736,8 @@ def main():
             order = kinds if round_no % 2 else list(reversed(kinds))
             for position, kind in enumerate(order, 1):
                 work = ctx.small if kind == "per-record" else ctx.work
-                results.append(run_one(kind, round_no, ["first", "second", "third"][position - 1]
-                                       if position <= 3 else str(position), args, ctx, work))
+                ordinal = ["1st", "2nd", "3rd"][position - 1] if position <= 3 else f"{position}th"
+                results.append(run_one(kind, round_no, ordinal, args, ctx, work))
     finally:
         ctx.tansu.stop()
         ctx.pg.stop()

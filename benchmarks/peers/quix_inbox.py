@@ -37,14 +37,19 @@ class InboxSink(BatchingSink):
         self.batches = 0
         self.applied = 0
         self.write_seconds = 0.0
+        # When this process first saw a record of each partition (a partition seen by two
+        # processes of one group was moved by a rebalance).
+        self.partitions = {}
 
     def setup(self):
         self._db = psycopg.connect(self._database_url, autocommit=False)
 
     def add(self, value, key, timestamp, headers, topic, partition, offset):
-        if self._first is None:
-            self._first = time.time()
-            report(first_record_at=self._first)
+        if partition not in self.partitions:
+            self.partitions[partition] = time.time()
+            if self._first is None:
+                self._first = self.partitions[partition]
+                report(first_record_at=self._first)
         super().add(value, key, timestamp, headers, topic, partition, offset)
 
     def write(self, batch: SinkBatch):
@@ -120,6 +125,7 @@ def main():
                 batches=sink.batches,
                 applied=sink.applied,
                 write_seconds=round(sink.write_seconds, 3),
+                partitions={p: round(t, 3) for p, t in sink.partitions.items()},
             )
 
 
