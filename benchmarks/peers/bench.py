@@ -44,12 +44,13 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 KINDS = ("service", "framework", "per-record", "framework-scaled")
-DEFAULT_KINDS = ("service", "framework", "per-record")
+DEFAULT_KINDS = KINDS
 NOTES_MARKER = (
     "<!-- Notes below this line are written by hand; `history-consumer bench` keeps them. -->"
 )
 SECTION_START = "<!-- bench-peers: written by `scripts/bench-peers --write`; `bench` keeps it -->"
 SECTION_END = "<!-- /bench-peers -->"
+NOTES_START = "<!-- bench-peers notes: written by hand; `scripts/bench-peers --write` keeps them -->"
 
 
 def say(text):
@@ -637,17 +638,26 @@ def ratio_rows(results, peers):
 
 
 def write_section(path, section, notes_text):
+    """Puts the section between its markers below the hand-written notes' marker (or at the end
+    of the file). Hand-written notes inside the section, below NOTES_START, are kept unless
+    `notes_text` replaces them."""
     text = path.read_text() if path.exists() else ""
-    block = f"{SECTION_START}\n\n{section}\n{notes_text}{SECTION_END}\n"
+    kept = ""
     if SECTION_START in text and SECTION_END in text:
         before, rest = text.split(SECTION_START, 1)
-        after = rest.split(SECTION_END, 1)[1]
-        text = before + block + after.lstrip("\n")
+        old, after = rest.split(SECTION_END, 1)
+        if NOTES_START in old:
+            kept = old.split(NOTES_START, 1)[1].strip("\n")
     else:
         if NOTES_MARKER not in text:
             text = text.rstrip("\n") + f"\n\n{NOTES_MARKER}\n"
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text)
+        before, after = text.rstrip("\n") + "\n\n", ""
+    notes = notes_text.strip("\n") if notes_text else kept
+    block = f"{SECTION_START}\n\n{section.rstrip()}\n\n{NOTES_START}\n\n"
+    if notes:
+        block += notes + "\n\n"
+    block += f"{SECTION_END}\n"
+    path.write_text(before + block + after.lstrip("\n") if after.strip() else before + block)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -748,7 +758,7 @@ def main():
                                                "load_end": load()}, indent=2))
     if args.write:
         notes = Path(args.notes).read_text() if args.notes else ""
-        write_section(Path(args.output), section, ("\n" + notes.strip() + "\n\n") if notes else "")
+        write_section(Path(args.output), section, notes)
         say(f"wrote the bench-peers section of {args.output}")
     shutil.rmtree(ctx.logs, ignore_errors=True)
 
