@@ -731,7 +731,8 @@ def main():
     ctx.binary = args.binary
     ctx.started = dt.datetime.now(dt.timezone.utc)
     ctx.load_start = load()
-    ctx.command = re.sub(r"\s*--tansu[= ]\S+", "", "scripts/bench-peers " + " ".join(sys.argv[1:]))
+    ctx.command = re.sub(r"\s*--(tansu|binary|json)[= ]\S+", "",
+                         "scripts/bench-peers " + " ".join(sys.argv[1:]))
     ctx.logs = Path(tempfile.mkdtemp(prefix="bench-peers-logs-"))
     ctx.pg = Postgres()
     ctx.tansu = Tansu(args.tansu)
