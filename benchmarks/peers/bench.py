@@ -667,6 +667,22 @@ class Context:
     pass
 
 
+def watchdog(pids, paths):
+    """A shell that outlives us only long enough to stop `pids` and delete `paths` if this
+    process dies without cleaning up (SIGKILL): no PostgreSQL or broker is left behind."""
+    script = (
+        'while kill -0 "$0" 2>/dev/null; do sleep 1; done; '
+        'for pid in $1; do kill -INT "$pid" 2>/dev/null; done; sleep 5; '
+        'for pid in $1; do kill -KILL "$pid" 2>/dev/null; done; rm -rf $2'
+    )
+    return subprocess.Popen(
+        ["sh", "-c", script, str(os.getpid()), " ".join(map(str, pids)),
+         " ".join(str(p) for p in paths)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 class Workload:
     """One topic, published once: its ends and its unique events."""
 
@@ -734,8 +750,17 @@ def main():
     ctx.command = re.sub(r"\s*--(tansu|binary|json)[= ]\S+", "",
                          "scripts/bench-peers " + " ".join(sys.argv[1:]))
     ctx.logs = Path(tempfile.mkdtemp(prefix="bench-peers-logs-"))
+    # SIGTERM and SIGINT end the run through the `finally` below (consumers, broker and
+    # PostgreSQL stopped, their directories removed).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench-peers: terminated"))
     ctx.pg = Postgres()
-    ctx.tansu = Tansu(args.tansu)
+    try:
+        ctx.tansu = Tansu(args.tansu)
+    except BaseException:
+        ctx.pg.stop()
+        raise
+    guard = watchdog([ctx.pg.process.pid, ctx.tansu.process.pid],
+                     [ctx.pg.dir, ctx.tansu.log_path, ctx.logs])
     results = []
     try:
         ctx.brokers, ctx.partitions = ctx.tansu.brokers, args.partitions
@@ -752,6 +777,8 @@ def main():
     finally:
         ctx.tansu.stop()
         ctx.pg.stop()
+        guard.kill()
+        guard.wait()
     section = render(results, ctx, args)
     print(section)
     if args.json:
