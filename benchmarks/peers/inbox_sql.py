@@ -47,6 +47,19 @@ def event_of(value):
     return out
 
 
+def peer_arguments(description):
+    """The command line every peer shares: where to read from and where to write to."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--brokers", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--session-timeout-ms", type=int, default=10000)
+    return parser
+
+
 def report(**fields):
     """One JSON line on stdout for the harness (scripts/bench-peers)."""
     import json

@@ -11,7 +11,6 @@ Reports on stdout, one JSON line each: {"ready": ...} once connected, {"first_re
 <epoch seconds>} when the first record arrives (the harness measures from there).
 """
 
-import argparse
 import json
 import signal
 import sys
@@ -20,17 +19,12 @@ import time
 import psycopg
 from confluent_kafka import Consumer, KafkaError
 
-from inbox_sql import SAVE_HISTORY_ONE, TRY_INBOX_ONE, event_of, report
+from inbox_sql import peer_arguments, SAVE_HISTORY_ONE, TRY_INBOX_ONE, event_of, report
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--brokers", required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--database-url", required=True)
+    parser = peer_arguments(__doc__)
     parser.add_argument("--commit-interval-ms", type=int, default=1000)
-    parser.add_argument("--session-timeout-ms", type=int, default=10000)
     args = parser.parse_args()
 
     running = True

@@ -14,7 +14,6 @@ Reports on stdout, one JSON line each: {"ready": ...} when the application start
 {"first_record_at": <epoch seconds>} when the sink gets its first record.
 """
 
-import argparse
 import logging
 import tempfile
 import time
@@ -23,7 +22,7 @@ import psycopg
 from quixstreams import Application
 from quixstreams.sinks import BatchingSink, SinkBatch
 
-from inbox_sql import SAVE_HISTORY_MANY, TRY_INBOX_MANY, event_of, report
+from inbox_sql import peer_arguments, SAVE_HISTORY_MANY, TRY_INBOX_MANY, event_of, report
 
 
 class InboxSink(BatchingSink):
@@ -80,11 +79,7 @@ class InboxSink(BatchingSink):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--brokers", required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--database-url", required=True)
+    parser = peer_arguments(__doc__)
     parser.add_argument(
         "--commit-interval",
         type=float,
@@ -97,7 +92,6 @@ def main():
         default=1.0,
         help="consumer_poll_timeout: how long one poll waits when nothing is there",
     )
-    parser.add_argument("--session-timeout-ms", type=int, default=10000)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="quix-state-") as state_dir:

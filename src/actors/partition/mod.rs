@@ -237,8 +237,8 @@ impl PartitionActor {
             .map(move |done, actor, ctx| {
                 let slot = usize::try_from(unit - actor.units_done).expect("a unit in the queue");
                 actor.units[slot] = Some(done);
-                while let Some(Some(_)) = actor.units.front() {
-                    let done = actor.units.pop_front().flatten().expect("a finished unit");
+                while let Some(done) = actor.units.front_mut().and_then(Option::take) {
+                    actor.units.pop_front();
                     actor.units_done += 1;
                     actor.account(done);
                 }

@@ -14,8 +14,8 @@
 //! 4. otherwise wait for the next retry or for new input.
 //!
 //! Pipelining: while batches of new records run, and nothing else does, the next full batch
-//! starts too, up to `batches_in_flight` at once, so that a partition never waits on its own
-//! transaction while records are ready. Everything else (a skip, a retry, an operator's
+//! starts too, up to `batches_in_flight` at once, so that a partition with a full batch ready
+//! never waits on its own transaction. Everything else (a skip, a retry, an operator's
 //! replacement, a short batch) waits until nothing runs, as above. Units finish in the order
 //! they started (the actor holds a finished unit back until those before it have finished), so
 //! every first outcome reaches the checkpoint in offset order, and an Unknown record still holds
@@ -250,12 +250,7 @@ impl<W: Clone> Schedule<W> {
             .saturating_sub(self.backlog.len());
         if !self.paused && room > 0 && self.queued_records > 0 {
             let wanted = self.limits.batch_size.min(room);
-            let ready = self
-                .queue
-                .iter()
-                .take(wanted)
-                .take_while(|item| matches!(item, Item::Record { .. }))
-                .count();
+            let ready = self.ready(wanted);
             let more_coming = ready == self.queued_records && self.requested > 0;
             if ready < wanted && more_coming && !self.limits.linger.is_zero() {
                 let until = *self.linger_until.get_or_insert(now + self.limits.linger);
@@ -295,16 +290,20 @@ impl<W: Clone> Schedule<W> {
         if room < self.limits.batch_size {
             return Next::Busy;
         }
-        let ready = self
-            .queue
-            .iter()
-            .take(self.limits.batch_size)
-            .take_while(|item| matches!(item, Item::Record { .. }))
-            .count();
+        let ready = self.ready(self.limits.batch_size);
         if ready < self.limits.batch_size {
             return Next::Busy;
         }
         Next::Batch(self.start_batch(ready))
+    }
+
+    /// How many records, at most `wanted`, are queued ahead of the first skip.
+    fn ready(&self, wanted: usize) -> usize {
+        self.queue
+            .iter()
+            .take(wanted)
+            .take_while(|item| matches!(item, Item::Record { .. }))
+            .count()
     }
 
     /// Takes the first `ready` queued items (all records) as a running batch.
@@ -474,6 +473,7 @@ impl<W: Clone> Schedule<W> {
     }
 
     /// Units running, oldest first.
+    #[cfg(test)]
     pub fn running(&self) -> impl Iterator<Item = Running> + '_ {
         self.running.iter().copied()
     }
