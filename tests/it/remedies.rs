@@ -663,19 +663,27 @@ async fn skip_in_the_background(
         let body = format!(r#"{{"comment": "{comment}"}}"#);
         post_api(&addr, "/api/partitions/0/backlog/1/dead-letter", &body).await
     });
-    wait_for(
-        Duration::from_secs(10),
+    // An answer before the partition shows the request is a failure of its own: say what it was.
+    let taken = wait_for(
+        Duration::from_secs(30),
         "the skip to be requested",
         || async {
-            let actor = app.partition(0).await?.actor?;
-            actor
-                .backlog
-                .first()
-                .is_some_and(|e| e.dead_letter_requested)
-                .then_some(())
+            let requested = app
+                .partition(0)
+                .await
+                .and_then(|p| p.actor)
+                .is_some_and(|a| a.backlog.first().is_some_and(|e| e.dead_letter_requested));
+            (requested || skip.is_finished()).then_some(requested)
         },
     )
     .await;
+    if !taken {
+        let answer = skip.await.unwrap();
+        panic!(
+            "the skip was answered before its partition took it: {} {}",
+            answer.status, answer.body
+        );
+    }
     skip
 }
 
