@@ -1,6 +1,6 @@
 //! The order of a benchmark run: the backlog phases first (while the process holds nothing
-//! else), the default case with both ceilings, the default case over TLS beside plaintext, the
-//! batch sizes, the inbox sizes with ordered ids and with random ones, the partition counts,
+//! else), the default case with both ceilings, the same with one batch in flight per partition
+//! (no pipelining) as often, the default case over TLS beside plaintext, the batch sizes, the inbox sizes with ordered ids and with random ones, the partition counts,
 //! the duplicate shares and the replay, the latency, and the default case once more at the end
 //! to show how far the machine drifted meanwhile. `--only` leaves out the phases it does not
 //! name (never the default case, which every series is compared with).
@@ -57,6 +57,16 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
     }
     let (median, anchor_others) = median_run(anchor_runs);
     cases.push(median);
+    // The same case with one batch in flight per partition, as often: what pipelining gives.
+    if plan.runs(BenchPhase::Pipelining) {
+        let one_in_flight = Case {
+            batches_in_flight: 1,
+            ..anchor
+        };
+        for _ in 0..plan.anchor_repeats {
+            cases.push(run_and_close(plan, databases, one_in_flight, true).await?);
+        }
+    }
     let tls = if plan.runs(BenchPhase::Tls) {
         tls_cost::run(plan, databases).await?
     } else {
@@ -242,7 +252,7 @@ async fn run_case(
     .await?;
     let measured = async {
         let before = read_if(counted, &url).await?;
-        let run = end_to_end::consume_unchecked(&published, &url, case.batch_size, &phase).await?;
+        let run = end_to_end::consume_unchecked(&published, &url, &case, &phase).await?;
         let after = read_if(counted, &url).await?;
         end_to_end::check(&published, &url, &phase).await?;
         let mut ceiling_ran = None;
@@ -360,7 +370,7 @@ async fn replay(plan: &Plan, ran: Ran) -> Result<CaseResult, BenchError> {
         ..ran.result.case
     };
     let phase = case.label(&plan.anchor());
-    let run = end_to_end::consume(&ran.published, &ran.url, case.batch_size, &phase).await;
+    let run = end_to_end::consume(&ran.published, &ran.url, &case, &phase).await;
     ran.published.topic.close().await;
     let run = run?;
     let ceiling = match &ran.ceiling {
