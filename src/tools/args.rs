@@ -179,6 +179,9 @@ pub enum BenchPhase {
     Inbox,
     /// Random (UUIDv4) ids, empty and with rows already in the inbox.
     RandomIds,
+    /// The default case with one batch in flight per partition (no pipelining), as many times
+    /// as the default case, beside it.
+    Pipelining,
     /// The partition counts.
     Partitions,
     /// The duplicate shares and the all-replay.

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 
 use super::measure::{self, Latency, Sent};
 use super::probe::{self, CpuSnapshot};
-use super::report::{IdKind, Throughput};
+use super::report::{Case, IdKind, Throughput};
 use super::service::{self, Service, Watch};
 use super::topic::Topic;
 use super::workload::Workload;
@@ -74,16 +74,16 @@ pub async fn publish(
     })
 }
 
-/// Runs the service at `batch_size` over everything `published` holds, into the database at
-/// `url`, as a new consumer group; the throughput. The rows of the run's events must be exactly
-/// its unique events afterwards.
+/// Runs the service with `case`'s batch size and batches in flight over everything `published`
+/// holds, into the database at `url`, as a new consumer group; the throughput. The rows of the
+/// run's events must be exactly its unique events afterwards.
 pub async fn consume(
     published: &Published,
     url: &str,
-    batch_size: usize,
+    case: &Case,
     phase: &str,
 ) -> Result<Throughput, BenchError> {
-    let run = consume_unchecked(published, url, batch_size, phase).await?;
+    let run = consume_unchecked(published, url, case, phase).await?;
     check(published, url, phase).await?;
     Ok(run)
 }
@@ -99,11 +99,12 @@ pub async fn check(published: &Published, url: &str, phase: &str) -> Result<(), 
 pub async fn consume_unchecked(
     published: &Published,
     url: &str,
-    batch_size: usize,
+    case: &Case,
     phase: &str,
 ) -> Result<Throughput, BenchError> {
     let topic = &published.topic;
-    let settings = service::settings(topic.brokers(), &topic.name, url, batch_size);
+    let mut settings = service::settings(topic.brokers(), &topic.name, url, case.batch_size);
+    settings.runtime.batches_in_flight = case.batches_in_flight;
     let service = Service::start(settings).await?;
     probe::reset_peak_rss();
     let mut watch = Watch::new(topic.partitions);

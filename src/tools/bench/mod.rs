@@ -209,6 +209,7 @@ impl Plan {
             duplicates: self.duplicates,
             replay: false,
             ids: IdKind::Ordered,
+            batches_in_flight: crate::config::RuntimeSettings::default().batches_in_flight,
         }
     }
 

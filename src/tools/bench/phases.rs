@@ -1,6 +1,7 @@
 //! The order of a benchmark run: the backlog phases first (while the process holds nothing
-//! else), the default case with both ceilings, the default case over TLS beside plaintext, the
-//! batch sizes, the inbox sizes with ordered ids and with random ones, the partition counts,
+//! else), the default case with both ceilings (each run followed by one with one batch in flight
+//! per partition: no pipelining), the default case over TLS beside plaintext, the batch sizes,
+//! the inbox sizes with ordered ids and with random ones, the partition counts,
 //! the duplicate shares and the replay, the latency, and the default case once more at the end
 //! to show how far the machine drifted meanwhile. `--only` leaves out the phases it does not
 //! name (never the default case, which every series is compared with).
@@ -51,12 +52,27 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
     let kafka_only = kafka_only?;
     // The default case again, back to back: the targets lean on its ratio, so they use the
     // run with the median one.
+    // With the pipelining phase, each run is followed by one of the same case with one batch in
+    // flight per partition (what pipelining gives), so that the machine's drift over the runs
+    // weighs on both alike.
+    let one_in_flight = Case {
+        batches_in_flight: 1,
+        ..anchor
+    };
+    let pipelining = plan.runs(BenchPhase::Pipelining);
+    let mut unpipelined = Vec::new();
     let mut anchor_runs = vec![ran.result];
-    for _ in 1..plan.anchor_repeats {
-        anchor_runs.push(run_and_close(plan, databases, anchor, true).await?);
+    for run in 0..plan.anchor_repeats {
+        if run > 0 {
+            anchor_runs.push(run_and_close(plan, databases, anchor, true).await?);
+        }
+        if pipelining {
+            unpipelined.push(run_and_close(plan, databases, one_in_flight, true).await?);
+        }
     }
     let (median, anchor_others) = median_run(anchor_runs);
     cases.push(median);
+    cases.extend(unpipelined);
     let tls = if plan.runs(BenchPhase::Tls) {
         tls_cost::run(plan, databases).await?
     } else {
@@ -242,7 +258,7 @@ async fn run_case(
     .await?;
     let measured = async {
         let before = read_if(counted, &url).await?;
-        let run = end_to_end::consume_unchecked(&published, &url, case.batch_size, &phase).await?;
+        let run = end_to_end::consume_unchecked(&published, &url, &case, &phase).await?;
         let after = read_if(counted, &url).await?;
         end_to_end::check(&published, &url, &phase).await?;
         let mut ceiling_ran = None;
@@ -360,7 +376,7 @@ async fn replay(plan: &Plan, ran: Ran) -> Result<CaseResult, BenchError> {
         ..ran.result.case
     };
     let phase = case.label(&plan.anchor());
-    let run = end_to_end::consume(&ran.published, &ran.url, case.batch_size, &phase).await;
+    let run = end_to_end::consume(&ran.published, &ran.url, &case, &phase).await;
     ran.published.topic.close().await;
     let run = run?;
     let ceiling = match &ran.ceiling {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::charts::Figure;
 use super::probe::CpuUsage;
 use super::report::{
-    Backlog, CaseResult, DbActivity, Report, Throughput, TlsCost, megabytes, rows, thread_role,
-    whole,
+    Backlog, Case, CaseResult, DbActivity, Report, Throughput, TlsCost, megabytes, rows,
+    thread_role, whole,
 };
 use super::targets::{Target, limits, targets};
 
@@ -368,6 +368,9 @@ pub fn table(report: &Report) -> String {
         whole(c1.records as f64),
         seconds(c1.elapsed)
     );
+    if let Some(line) = pipelining_line(report) {
+        let _ = writeln!(out, "{line}");
+    }
     if report.latency.is_some() {
         out.push('\n');
         out.push_str(&aligned(&LATENCY_HEADER, &latency_lines(report)));
@@ -513,6 +516,9 @@ pub fn markdown(
             report.anchor_others.len() + 1,
             ratios.join(", ")
         );
+    }
+    if let Some(line) = pipelining_line(report) {
+        let _ = writeln!(out, "{line}\n");
     }
     if let (Some(anchor), Some(again)) = (report.anchor(), &report.anchor_again) {
         let drift = super::measure::ratio(again.rate, anchor.run.rate).unwrap_or(1.0);
@@ -724,10 +730,14 @@ fn method(report: &Report) -> Vec<String> {
             .into(),
         "Random ids: the same cases with UUIDv4 text event ids (random, as most outboxes make \
          them; a republished copy keeps its event's id), at an empty inbox and with rows of \
-         earlier runs whose ids are random too (`gen_random_uuid()::text`, inserted with the \
-         primary keys in place, so each index grew by page splits all over it as a random-id \
-         production database's does; then VACUUM ANALYZE and a CHECKPOINT). A filled \
+         earlier runs whose ids are random too (`gen_random_uuid()::text`, loaded without the \
+         primary keys, which are then built at fillfactor 70: how full random inserts leave \
+         a B-tree's leaf pages, about 69 %; then VACUUM ANALYZE and a CHECKPOINT). A filled \
          inbox's database is dropped after its case."
+            .into(),
+        "Pipelining: each run of the default case is followed by one with \
+         `--batches-in-flight 1` (a partition waits for its transaction before it sends the \
+         next batch), each with its ceiling 2, so that the machine's drift weighs on both."
             .into(),
         "Replay: a second consumer group reads the 0 % case's topic again into the same \
          database, so every record is a duplicate (a redelivery) — a consumer-group reset."
@@ -759,6 +769,47 @@ fn method(report: &Report) -> Vec<String> {
          started again and the drain awaited."
             .into(),
     ]
+}
+
+/// The default case beside its runs with one batch in flight per partition: the ratios to
+/// ceiling 2 and their medians, or `None` when the pipelining phase did not run.
+fn pipelining_line(report: &Report) -> Option<String> {
+    let anchor = report.anchor()?;
+    let unpipelined = Case {
+        batches_in_flight: 1,
+        ..report.anchor_case()
+    };
+    let ratios = |runs: &mut dyn Iterator<Item = &CaseResult>| -> Vec<f64> {
+        runs.filter_map(|c| c.vs_ceiling()).collect()
+    };
+    let one = ratios(&mut report.cases.iter().filter(|c| c.case == unpipelined));
+    if one.is_empty() || unpipelined == report.anchor_case() {
+        return None;
+    }
+    let two = ratios(&mut std::iter::once(anchor).chain(&report.anchor_others));
+    let listed = |values: &[f64]| {
+        values
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "Pipelining: with {} batches in flight per partition (the default) the default case ran \
+         {} of ceiling 2 (median {:.2}); with 1 (`--batches-in-flight 1`), each run right after one \
+         of the default's, {} (median {:.2}).",
+        report.anchor_case().batches_in_flight,
+        listed(&two),
+        median(&two),
+        listed(&one),
+        median(&one)
+    ))
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]
@@ -821,6 +872,30 @@ mod tests {
         assert!(text.contains("1 target(s) MISSED"), "{text}");
         assert!(text.contains("0.44 of the empty inbox"), "{text}");
         assert!(!text.contains("## Plots"), "{text}");
+    }
+
+    #[test]
+    fn the_unpipelined_runs_are_set_beside_the_default_case() {
+        let mut report = report();
+        assert!(!markdown(&report, &[], "benchmarks", None).contains("Pipelining:"));
+        for (rate, ceiling) in [(70_000.0, 100_000.0), (80_000.0, 100_000.0)] {
+            report.cases.push(super::super::report::tests::case(
+                |c| c.batches_in_flight = 1,
+                rate,
+                Some(ceiling),
+            ));
+        }
+        let text = markdown(&report, &[], "benchmarks", None);
+        assert!(
+            text.contains(
+                "with 1 (`--batches-in-flight 1`), each run right after one of the default's, 0.70, 0.80 (median 0.80)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| 1 batch in flight (no pipelining) | 256 |"),
+            "{text}"
+        );
     }
 
     #[test]

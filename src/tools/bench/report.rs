@@ -41,6 +41,8 @@ pub struct Case {
     pub replay: bool,
     /// The kind of the run's event ids (and of the rows already in the inbox).
     pub ids: IdKind,
+    /// Batches a partition may have in its database at once (`--batches-in-flight`).
+    pub batches_in_flight: usize,
 }
 
 impl Case {
@@ -64,6 +66,12 @@ impl Case {
         }
         if self.ids != anchor.ids {
             parts.push(format!("{} ids", self.ids.name()));
+        }
+        if self.batches_in_flight != anchor.batches_in_flight {
+            parts.push(match self.batches_in_flight {
+                1 => "1 batch in flight (no pipelining)".to_owned(),
+                n => format!("{n} batches in flight"),
+            });
         }
         if parts.is_empty() {
             "default (empty inbox)".into()
@@ -314,6 +322,7 @@ impl Report {
             duplicates: self.setup.duplicates,
             replay: false,
             ids: IdKind::Ordered,
+            batches_in_flight: crate::config::RuntimeSettings::default().batches_in_flight,
         }
     }
 
@@ -523,6 +532,7 @@ pub(super) mod tests {
             duplicates: 0.1,
             replay: false,
             ids: IdKind::Ordered,
+            batches_in_flight: 2,
         }
     }
 
@@ -734,6 +744,11 @@ pub(super) mod tests {
             ..anchor
         };
         assert_eq!(random.label(&anchor), "10 M rows in the inbox, UUIDv4 ids");
+        let one = Case {
+            batches_in_flight: 1,
+            ..anchor
+        };
+        assert_eq!(one.label(&anchor), "1 batch in flight (no pipelining)");
     }
 
     #[test]

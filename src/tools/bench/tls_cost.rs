@@ -58,16 +58,16 @@ async fn pair(
     let Some(tls_url) = databases.fresh_tls(&format!("{name}_tls")).await? else {
         unreachable!("the benchmark owns the cluster, and so its certificates");
     };
-    let batch = plan.default_batch();
+    let anchor = plan.anchor();
     let plain_phase = format!("{phase}, plaintext");
     let tls_phase = format!("{phase}, over TLS (verify-full)");
     let (plain, tls) = if tls_first {
-        let tls = end_to_end::consume(published, &tls_url, batch, &tls_phase).await?;
-        let plain = end_to_end::consume(published, &plain_url, batch, &plain_phase).await?;
+        let tls = end_to_end::consume(published, &tls_url, &anchor, &tls_phase).await?;
+        let plain = end_to_end::consume(published, &plain_url, &anchor, &plain_phase).await?;
         (plain, tls)
     } else {
-        let plain = end_to_end::consume(published, &plain_url, batch, &plain_phase).await?;
-        let tls = end_to_end::consume(published, &tls_url, batch, &tls_phase).await?;
+        let plain = end_to_end::consume(published, &plain_url, &anchor, &plain_phase).await?;
+        let tls = end_to_end::consume(published, &tls_url, &anchor, &tls_phase).await?;
         (plain, tls)
     };
     Ok(TlsPair {
