@@ -877,7 +877,7 @@ mod tests {
     #[test]
     fn the_unpipelined_runs_are_set_beside_the_default_case() {
         let mut report = report();
-        assert!(!markdown(&report, &[], "benchmarks", None).contains("Pipelining:"));
+        assert!(!markdown(&report, &[], "benchmarks", None).contains("Pipelining: with"));
         for (rate, ceiling) in [(70_000.0, 100_000.0), (80_000.0, 100_000.0)] {
             report.cases.push(super::super::report::tests::case(
                 |c| c.batches_in_flight = 1,
