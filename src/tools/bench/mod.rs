@@ -125,7 +125,7 @@ pub struct Plan {
     pub random_id_rows: Vec<u64>,
     pub partition_counts: Vec<i32>,
     pub duplicate_shares: Vec<f64>,
-    /// How often the default case runs back to back (the median ratio is used).
+    /// How often the default case runs (the median ratio is used).
     pub anchor_repeats: usize,
     /// The share of the default case's rate offered while latency is measured.
     pub latency_load: f64,
@@ -209,7 +209,7 @@ impl Plan {
             duplicates: self.duplicates,
             replay: false,
             ids: IdKind::Ordered,
-            batches_in_flight: crate::config::RuntimeSettings::default().batches_in_flight,
+            batches_in_flight: crate::config::defaults::BATCHES_IN_FLIGHT,
         }
     }
 

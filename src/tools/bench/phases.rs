@@ -50,11 +50,10 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
     let kafka_only = ceilings::kafka(&ran.published.topic, &ran.published.sent).await;
     ran.published.topic.close().await;
     let kafka_only = kafka_only?;
-    // The default case again, back to back: the targets lean on its ratio, so they use the
-    // run with the median one.
-    // With the pipelining phase, each run is followed by one of the same case with one batch in
-    // flight per partition (what pipelining gives), so that the machine's drift over the runs
-    // weighs on both alike.
+    // The default case again: the targets lean on its ratio, so they use the run with the
+    // median one. With the pipelining phase, each run is followed by one of the same case with
+    // one batch in flight per partition (what pipelining gives), so that the machine's drift
+    // over the runs weighs on both alike.
     let one_in_flight = Case {
         batches_in_flight: 1,
         ..anchor

@@ -322,7 +322,7 @@ impl Report {
             duplicates: self.setup.duplicates,
             replay: false,
             ids: IdKind::Ordered,
-            batches_in_flight: crate::config::RuntimeSettings::default().batches_in_flight,
+            batches_in_flight: crate::config::defaults::BATCHES_IN_FLIGHT,
         }
     }
 
