@@ -9,6 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
+mod scan;
+
 /// The longest accepted `event_id`, in characters (at most 800 bytes in UTF-8: the primary keys
 /// of `inbox` and `history_events` hold it with room to spare).
 pub const MAX_EVENT_ID_CHARS: usize = 200;
@@ -115,8 +117,8 @@ impl Rejection {
 /// The wire shape, loose on purpose so that each problem gets its own reason.
 /// Unknown fields are ignored (forward compatibility with newer producers). Text is borrowed
 /// from the payload unless it holds escapes: a valid event costs one allocation per field it
-/// keeps, none for `changed_at`.
-#[derive(Deserialize)]
+/// keeps, none for `changed_at`. The common shape is read by [`scan`] without serde.
+#[derive(Default, Deserialize)]
 struct Wire<'a> {
     #[serde(borrow)]
     event_id: Option<Field<'a>>,
@@ -213,8 +215,10 @@ impl TicketEvent {
                 format!("payload is {} bytes, the limit is {max_bytes}", bytes.len()),
             ));
         }
-        let wire: Wire =
-            serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?;
+        let wire = match scan::scan(bytes) {
+            Some(wire) => wire,
+            None => serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?,
+        };
 
         let event_id = required_text("event_id", wire.event_id)?.into_owned();
         bounded(
@@ -661,7 +665,136 @@ mod tests {
         }
     }
 
+    /// A wire's fields as comparable values: absent, null, text, or another kind.
+    fn fields(wire: &Wire) -> Vec<Option<String>> {
+        [
+            &wire.event_id,
+            &wire.ticket_id,
+            &wire.from_status,
+            &wire.to_status,
+            &wire.changed_at,
+        ]
+        .into_iter()
+        .map(|field| match field {
+            None | Some(Field::Null) => None,
+            Some(Field::Text(text)) => Some(format!("text {text}")),
+            Some(Field::Other(kind)) => Some(format!("other {kind}")),
+        })
+        .collect()
+    }
+
+    /// JSON-ish text in the neighbourhood of an event: the five keys and strangers, in any order
+    /// and number, strings with and without escapes, nulls and numbers, whitespace between tokens,
+    /// and now and then a stray byte, a trailing comma or trailing bytes.
+    fn near_events() -> impl Strategy<Value = Vec<u8>> {
+        let space = prop_oneof![
+            4 => Just(""),
+            1 => Just(" "),
+            1 => Just("\n\t "),
+            1 => Just("\r"),
+            1 => Just("\u{b}"),
+        ];
+        let key = prop_oneof![
+            Just("event_id".to_owned()),
+            Just("ticket_id".to_owned()),
+            Just("from_status".to_owned()),
+            Just("to_status".to_owned()),
+            Just("changed_at".to_owned()),
+            Just("event_\\u0069d".to_owned()),
+            "[a-z_]{0,12}",
+        ];
+        let value = prop_oneof![
+            6 => "[ -~]{0,12}".prop_map(|t| format!("\"{}\"", t.replace(['"', '\\'], ""))),
+            2 => Just("\"2026-10-03T08:00:00Z\"".to_owned()),
+            1 => Just("\"2026-10-03T10:00:00.123+02:00\"".to_owned()),
+            1 => "\\PC{0,6}".prop_map(|t| serde_json::to_string(&t).unwrap()),
+            1 => Just("\"tab\there\"".to_owned()),
+            1 => Just("\"esc\\\"aped\"".to_owned()),
+            1 => Just("null".to_owned()),
+            1 => Just("nul".to_owned()),
+            1 => Just("nullx".to_owned()),
+            1 => Just("42".to_owned()),
+            1 => Just("[]".to_owned()),
+        ];
+        let member = (
+            space.clone(),
+            key,
+            space.clone(),
+            space.clone(),
+            value,
+            space.clone(),
+        )
+            .prop_map(|(a, k, b, c, v, d)| format!("{a}\"{k}\"{b}:{c}{v}{d}"));
+        (
+            space.clone(),
+            prop::collection::vec(member, 0..8),
+            prop_oneof![8 => Just(""), 1 => Just(","), 1 => Just("x"), 1 => Just("}")],
+            space,
+            prop::option::of((any::<prop::sample::Index>(), any::<u8>())),
+        )
+            .prop_map(|(lead, members, tail, trail, stray)| {
+                let mut bytes =
+                    format!("{lead}{{{}{tail}}}{trail}", members.join(",")).into_bytes();
+                if let Some((at, byte)) = stray {
+                    let at = at.index(bytes.len() + 1);
+                    bytes.insert(at, byte);
+                }
+                bytes
+            })
+    }
+
+    #[test]
+    fn the_common_shape_is_scanned_without_serde() {
+        let spaced = STORY_900.replace(',', " ,\n  ").replace(':', " : ");
+        let event = TicketEvent::parse(STORY_900.as_bytes(), LIMIT).unwrap();
+        for text in [
+            STORY_900,
+            &spaced,
+            &event.to_json(),
+            "{}",
+            "{\"event_id\":null}",
+        ] {
+            assert!(scan::scan(text.as_bytes()).is_some(), "{text}");
+        }
+        for text in [
+            &STORY_900.replace("ticket-42", "ticket-\\u0034"),
+            &STORY_900.replace('}', r#","schema":2}"#),
+            &STORY_900.replace('}', r#","event_id":"again"}"#),
+            &STORY_900.replace(r#""ticket-42""#, "42"),
+            &STORY_900.replace('}', "},"),
+        ] {
+            assert!(scan::scan(text.as_bytes()).is_none(), "{text}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn the_scan_reads_what_serde_reads_or_leaves_it_to_serde(bytes in near_events()) {
+            if let Some(scanned) = scan::scan(&bytes) {
+                let parsed: Wire = serde_json::from_slice(&bytes).map_err(|e| {
+                    TestCaseError::fail(format!("scanned, serde says {e}"))
+                })?;
+                prop_assert_eq!(fields(&scanned), fields(&parsed));
+            }
+            prop_assert_eq!(TicketEvent::parse(&bytes, LIMIT), parse_through_values(&bytes, LIMIT));
+        }
+
+        #[test]
+        fn a_changed_byte_in_an_event_parses_as_values_did(
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            insert in any::<bool>(),
+        ) {
+            let mut bytes = STORY_900.as_bytes().to_vec();
+            let at = at.index(bytes.len());
+            if insert {
+                bytes.insert(at, byte);
+            } else {
+                bytes[at] = byte;
+            }
+            prop_assert_eq!(TicketEvent::parse(&bytes, LIMIT), parse_through_values(&bytes, LIMIT));
+        }
+
         #[test]
         fn parsing_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
             let _ = TicketEvent::parse(&bytes, LIMIT);

@@ -1,0 +1,104 @@
+//! The shape nearly every producer sends, read without serde: one flat object holding only the
+//! five fields, each a string without escapes or `null`, keys in any order, JSON whitespace
+//! anywhere between tokens.
+//!
+//! The scan answers only where serde_json's answer is certain and the same: on anything else
+//! (an escape, a field it does not know, a field twice, a number, bad UTF-8, trailing bytes) it
+//! gives up and the caller parses the record with serde_json, which then finds the reason.
+//! So the scan can make parsing faster but never different; the tests compare the two.
+
+use std::borrow::Cow;
+
+use super::{Field, Wire};
+
+/// The record's fields, if its bytes have the common shape.
+pub(super) fn scan(bytes: &[u8]) -> Option<Wire<'_>> {
+    let mut wire = Wire::default();
+    let mut at = expect(bytes, skip_whitespace(bytes, 0), b'{')?;
+    at = skip_whitespace(bytes, at);
+    if bytes.get(at) == Some(&b'}') {
+        return end(bytes, at + 1).then_some(wire);
+    }
+    loop {
+        // A key is compared as bytes: only the five ASCII names are taken.
+        let (key, _, after_key) = string_bytes(bytes, expect(bytes, at, b'"')?)?;
+        at = expect(bytes, skip_whitespace(bytes, after_key), b':')?;
+        at = skip_whitespace(bytes, at);
+        let value = match bytes.get(at)? {
+            b'"' => {
+                let (text, after) = string(bytes, at + 1)?;
+                at = after;
+                Field::Text(Cow::Borrowed(text))
+            }
+            b'n' if bytes[at..].starts_with(b"null") => {
+                at += 4;
+                Field::Null
+            }
+            _ => return None,
+        };
+        let slot = match key {
+            b"event_id" => &mut wire.event_id,
+            b"ticket_id" => &mut wire.ticket_id,
+            b"from_status" => &mut wire.from_status,
+            b"to_status" => &mut wire.to_status,
+            b"changed_at" => &mut wire.changed_at,
+            _ => return None,
+        };
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(value);
+        at = skip_whitespace(bytes, at);
+        match bytes.get(at)? {
+            b',' => at = skip_whitespace(bytes, at + 1),
+            b'}' => return end(bytes, at + 1).then_some(wire),
+            _ => return None,
+        }
+    }
+}
+
+/// The position after `byte`, if it is the one at `at`.
+fn expect(bytes: &[u8], at: usize, byte: u8) -> Option<usize> {
+    (bytes.get(at) == Some(&byte)).then_some(at + 1)
+}
+
+/// The bytes of a string whose opening quote is just before `start`, whether they are all
+/// ASCII, and the position after its closing quote; `None` if it holds an escape or a control
+/// character (serde's business).
+fn string_bytes(bytes: &[u8], start: usize) -> Option<(&[u8], bool, usize)> {
+    let rest = bytes.get(start..)?;
+    let mut high = 0u8;
+    for (length, &byte) in rest.iter().enumerate() {
+        match byte {
+            b'"' => return Some((&rest[..length], high < 0x80, start + length + 1)),
+            b'\\' | 0..0x20 => return None,
+            _ => high |= byte,
+        }
+    }
+    None
+}
+
+/// As [`string_bytes`], the bytes as text; `None` also when they are not UTF-8.
+fn string(bytes: &[u8], start: usize) -> Option<(&str, usize)> {
+    let (text, ascii, after) = string_bytes(bytes, start)?;
+    let text = if ascii {
+        // SAFETY: every byte is below 0x80, and ASCII is UTF-8.
+        unsafe { std::str::from_utf8_unchecked(text) }
+    } else {
+        std::str::from_utf8(text).ok()?
+    };
+    Some((text, after))
+}
+
+/// The first position from `at` that is not JSON whitespace.
+fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\t' | b'\r') = bytes.get(at) {
+        at += 1;
+    }
+    at
+}
+
+/// Whether only whitespace follows `at`.
+fn end(bytes: &[u8], at: usize) -> bool {
+    skip_whitespace(bytes, at) == bytes.len()
+}
