@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
 use super::contract::{Origin, Processed, process_history_once};
-use super::postgres::{PgInbox, PgInboxError};
+use super::{PgInbox, PgInboxError};
 use crate::domain::{LetterState, TicketEvent};
 
 /// Which dead letters: every `None` matches all.
