@@ -5,9 +5,9 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use crate::domain::LetterState;
 use crate::inbox::PgInboxError;
-use crate::inbox::replay::Selection;
+use crate::inbox::Selection;
+use crate::inbox::selection::selected_letters;
 
 /// Rows per dead-letter page.
 pub const DEAD_LETTERS_PER_PAGE: i64 = 50;
@@ -89,30 +89,11 @@ pub enum Page {
     Newer(Cursor),
 }
 
-/// Filters of the dead-letter list.
+/// Filters of the dead-letter list: which letters, and which page of them.
 #[derive(Debug, Clone, Default)]
 pub struct DeadLetterFilter {
-    pub partition: Option<i32>,
-    pub reason: Option<String>,
-    pub state: Option<LetterState>,
-    /// Stored at or after.
-    pub since: Option<DateTime<Utc>>,
-    /// Stored before.
-    pub until: Option<DateTime<Utc>>,
+    pub selection: Selection,
     pub page: Page,
-}
-
-impl DeadLetterFilter {
-    /// The letters the filter selects, whatever the page (for replaying them).
-    pub fn selection(&self) -> Selection {
-        Selection {
-            partition: self.partition,
-            reason: self.reason.clone(),
-            state: self.state,
-            since: self.since,
-            until: self.until,
-        }
-    }
 }
 
 /// A page of dead letters, newest first, and where the neighbouring pages start.
@@ -130,27 +111,27 @@ const DEAD_LETTER_COLUMNS: &str = "SELECT topic, kafka_partition, kafka_offset, 
 
 // Keyset pagination: a page reads its rows from the time index, however deep it is. The time
 // bound repeats the row comparison's first column so that the index serves it.
-const NEWEST_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6";
+const NEWEST_DEAD_LETTERS: &str = concat!(
+    "WHERE ",
+    selected_letters!(),
+    " ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6"
+);
 
-const OLDER_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-       AND dead_lettered_at <= $7 \
+const OLDER_DEAD_LETTERS: &str = concat!(
+    "WHERE ",
+    selected_letters!(),
+    " AND dead_lettered_at <= $7 \
        AND (dead_lettered_at, kafka_partition, kafka_offset) < ($7, $8, $9) \
-     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6";
+     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6"
+);
 
-const NEWER_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-       AND dead_lettered_at >= $7 \
+const NEWER_DEAD_LETTERS: &str = concat!(
+    "WHERE ",
+    selected_letters!(),
+    " AND dead_lettered_at >= $7 \
        AND (dead_lettered_at, kafka_partition, kafka_offset) > ($7, $8, $9) \
-     ORDER BY dead_lettered_at, kafka_partition, kafka_offset LIMIT $6";
+     ORDER BY dead_lettered_at, kafka_partition, kafka_offset LIMIT $6"
+);
 
 /// Up to `limit` dead letters of `filter`'s page, newest first.
 pub async fn dead_letters(
@@ -161,15 +142,9 @@ pub async fn dead_letters(
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     // One more than shown: whether a page lies beyond.
     let fetch = limit + 1;
-    let state = filter.state.map(LetterState::as_str);
-    let matching: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
-        &filter.partition,
-        &filter.reason,
-        &state,
-        &filter.since,
-        &filter.until,
-        &fetch,
-    ];
+    let bound = filter.selection.bound();
+    let mut matching = bound.params().to_vec();
+    matching.push(&fetch);
     let rows = match filter.page {
         Page::Newest => {
             let statement = client
@@ -186,7 +161,7 @@ pub async fn dead_letters(
                 .prepare_cached(&format!("{DEAD_LETTER_COLUMNS} {sql}"))
                 .await?;
             let at = cursor.at();
-            let mut params = matching.to_vec();
+            let mut params = matching;
             params.extend_from_slice(&[&at, &cursor.partition, &cursor.offset]);
             client.query(&statement, &params).await?
         }
@@ -253,12 +228,11 @@ fn dead_letter_row(row: &tokio_postgres::Row) -> DeadLetterRow {
     }
 }
 
-const DEAD_LETTER_COUNT: &str = "SELECT count(*) FROM (SELECT 1 FROM dead_letters \
-     WHERE ($1::int IS NULL OR kafka_partition = $1) AND ($2::text IS NULL OR reason = $2) \
-       AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-     LIMIT $6) AS capped";
+const DEAD_LETTER_COUNT: &str = concat!(
+    "SELECT count(*) FROM (SELECT 1 FROM dead_letters WHERE ",
+    selected_letters!(),
+    " LIMIT $6) AS capped"
+);
 
 /// How many dead letters match `filter`, counted up to [`DEAD_LETTER_COUNT_CAP`] + 1 (more
 /// than the cap means "more than that").
@@ -268,21 +242,11 @@ pub async fn count_dead_letters(
 ) -> Result<i64, PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(DEAD_LETTER_COUNT).await?;
-    let state = filter.state.map(LetterState::as_str);
-    Ok(client
-        .query_one(
-            &statement,
-            &[
-                &filter.partition,
-                &filter.reason,
-                &state,
-                &filter.since,
-                &filter.until,
-                &(DEAD_LETTER_COUNT_CAP + 1),
-            ],
-        )
-        .await?
-        .get(0))
+    let bound = filter.selection.bound();
+    let cap = DEAD_LETTER_COUNT_CAP + 1;
+    let mut params = bound.params().to_vec();
+    params.push(&cap);
+    Ok(client.query_one(&statement, &params).await?.get(0))
 }
 
 fn preview(bytes: &[u8]) -> String {

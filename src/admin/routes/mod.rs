@@ -47,7 +47,7 @@ use crate::actors::status::PartitionSummary;
 use crate::domain::Trouble;
 use crate::domain::{LetterState, MAX_TICKET_ID_CHARS, RejectReason, parse_point_in_time_or_utc};
 use crate::error_text::chain;
-use crate::inbox::PgInboxError;
+use crate::inbox::{PgInboxError, Selection};
 use crate::inbox::offset_resets;
 use pages::dead_letter_link;
 
@@ -377,11 +377,13 @@ impl DeadLetterQuery {
             (None, None) => Page::Newest,
         };
         Ok(DeadLetterFilter {
-            partition,
-            reason,
-            state,
-            since,
-            until,
+            selection: Selection {
+                partition,
+                reason,
+                state,
+                since,
+                until,
+            },
             page,
         })
     }

@@ -384,10 +384,10 @@ async fn replay_all(
     let principal = authorize(state, request, csrf).await?;
     let filter = query.filter()?;
     let actor = principal.describe(request);
-    let selection = filter.selection();
+    let selection = &filter.selection;
     let replayed = replay::replay_matching(
         &state.pool,
-        &selection,
+        selection,
         &actor,
         state.max_payload_bytes,
         REPLAY_LIMIT,
@@ -402,7 +402,7 @@ async fn replay_all(
     audit(
         state,
         &queries::Action {
-            partition: filter.partition,
+            partition: filter.selection.partition,
             offset: None,
             action: "replay_matching",
             actor: &actor,
@@ -420,19 +420,19 @@ async fn replay_all(
 /// The filter in words, for the audit trail.
 fn describe_filter(filter: &DeadLetterFilter) -> String {
     let mut parts = Vec::new();
-    if let Some(p) = filter.partition {
+    if let Some(p) = filter.selection.partition {
         parts.push(format!("partition {p}"));
     }
-    if let Some(r) = &filter.reason {
+    if let Some(r) = &filter.selection.reason {
         parts.push(format!("reason {r}"));
     }
-    if let Some(s) = filter.state {
+    if let Some(s) = filter.selection.state {
         parts.push(format!("state {s}"));
     }
-    if let Some(at) = filter.since {
+    if let Some(at) = filter.selection.since {
         parts.push(format!("since {}", at.to_rfc3339()));
     }
-    if let Some(at) = filter.until {
+    if let Some(at) = filter.selection.until {
         parts.push(format!("until {}", at.to_rfc3339()));
     }
     if parts.is_empty() {
