@@ -1,5 +1,6 @@
 //! What the admin pages read from the database: dead letters (by keyset pages), a ticket's
-//! history and the audit trail of operator actions. Every query is parameterised.
+//! history and the audit trail of operator actions (written by `inbox::audit_trail`). Every
+//! query is parameterised.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -297,52 +298,6 @@ pub struct AuditRow {
     pub result: String,
     /// The operator's comment, or what the action found.
     pub detail: Option<String>,
-}
-
-/// An operator action for the audit trail.
-#[derive(Debug, Clone, Copy)]
-pub struct Action<'a> {
-    pub partition: Option<i32>,
-    pub offset: Option<i64>,
-    pub action: &'a str,
-    pub actor: &'a str,
-    pub result: &'a str,
-    pub detail: Option<&'a str>,
-}
-
-const RECORD_ACTION: &str = "INSERT INTO admin_actions \
-     (kafka_partition, kafka_offset, action, actor, result, detail) \
-     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
-
-/// Appends an operator action to the audit trail; its id.
-pub async fn record_action(pool: &Pool, action: &Action<'_>) -> Result<i64, PgInboxError> {
-    let client = pool.get().await.map_err(PgInboxError::Pool)?;
-    let statement = client.prepare_cached(RECORD_ACTION).await?;
-    let row = client
-        .query_one(
-            &statement,
-            &[
-                &action.partition,
-                &action.offset,
-                &action.action,
-                &action.actor,
-                &action.result,
-                &action.detail,
-            ],
-        )
-        .await?;
-    Ok(row.get(0))
-}
-
-const SETTLE_ACTION: &str = "UPDATE admin_actions SET result = $2 WHERE id = $1";
-
-/// Records the result of an action whose outcome came after it was recorded (a skip that had
-/// not run when its operator was answered).
-pub async fn settle_action(pool: &Pool, id: i64, result: &str) -> Result<(), PgInboxError> {
-    let client = pool.get().await.map_err(PgInboxError::Pool)?;
-    let statement = client.prepare_cached(SETTLE_ACTION).await?;
-    client.execute(&statement, &[&id, &result]).await?;
-    Ok(())
 }
 
 const RECENT_ACTIONS: &str = "SELECT acted_at, kafka_partition, kafka_offset, action, actor, \

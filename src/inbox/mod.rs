@@ -1,6 +1,7 @@
 //! The transactional inbox: the SPEC §4 contract over a repository trait, and its PostgreSQL
 //! implementation with the SPEC §3 statements.
 
+pub mod audit_trail;
 pub mod batch;
 pub mod contract;
 pub mod dead_letters;

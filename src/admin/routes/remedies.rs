@@ -159,7 +159,7 @@ async fn skip_here(
     tracing::info!(partition, offset, %actor, result, "admin action: dead-letter a record");
     let id = audit(
         state,
-        &queries::Action {
+        &audit_trail::Action {
             partition: Some(partition),
             offset: Some(offset),
             action: "dead_letter",
@@ -180,7 +180,7 @@ async fn skip_here(
                 result,
                 "admin action settled: dead-letter a record"
             );
-            if let Err(error) = queries::settle_action(&pool, id, result).await {
+            if let Err(error) = audit_trail::settle(&pool, id, result).await {
                 tracing::warn!(id, result, error = %chain(&error), "a skip's outcome not recorded in the audit trail");
             }
         });
@@ -293,7 +293,7 @@ async fn replay_one(
     tracing::info!(partition = id.partition, offset = id.offset, %actor, result, detail, "admin action: replay a dead letter");
     audit(
         state,
-        &queries::Action {
+        &audit_trail::Action {
             partition: Some(id.partition),
             offset: Some(id.offset),
             action: "replay",
@@ -401,7 +401,7 @@ async fn replay_all(
     tracing::info!(%actor, result, detail, "admin action: replay matching dead letters");
     audit(
         state,
-        &queries::Action {
+        &audit_trail::Action {
             partition: filter.selection.partition,
             offset: None,
             action: "replay_matching",
