@@ -35,11 +35,12 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::commits::{CommitLedger, CommitQueue};
 use super::context::{KafkaContext, Rebalance, acknowledge, member_id, pending_events};
 use super::queue::Polled;
-use crate::actors::messages::{
-    Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, FetchTrouble,
-    Fetched, GroupJoined, KafkaLink, KafkaRequest, OffsetResetFound, OffsetResetResumed,
-    PartitionsAssigned, PartitionsRestarted, PartitionsRevoked, PartitionsRewound,
+use crate::actors::messages::driver::{
+    CommitCompleted, DrainForRewind, DriverStopped, FetchTrouble, Fetched, GroupJoined, KafkaLink,
+    KafkaRequest, OffsetResetFound, OffsetResetResumed, PartitionsAssigned, PartitionsRestarted,
+    PartitionsRevoked, PartitionsRewound,
 };
+use crate::domain::{Assignment, CommitPosition};
 use crate::domain::Held;
 use crate::domain::connection::is_connection_error;
 use crate::domain::offset_reset::ResetPolicy;

@@ -20,7 +20,8 @@
 
 use super::position::PositionTrust;
 use super::*;
-use crate::actors::messages::{LiveRewound, OffsetResetResumed, RewindTarget};
+use crate::actors::messages::commands::LiveRewound;
+use crate::actors::messages::driver::{OffsetResetResumed, RewindTarget};
 use crate::domain::HeldCause;
 use crate::domain::rewind::{Restart, restart, restart_past_gap};
 
