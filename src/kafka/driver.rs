@@ -239,6 +239,32 @@ struct Reader {
     read_again: Option<i64>,
 }
 
+impl Reader {
+    /// A new assignment's reader: `demand` records may be sent before its actor asks, nothing
+    /// was handed over yet, and its position is looked at before the first read.
+    fn new(
+        assignment: Assignment,
+        queue: PartitionQueue,
+        sink: Recipient<Fetched>,
+        demand: usize,
+        trust: PositionTrust,
+    ) -> Reader {
+        Reader {
+            assignment,
+            queue,
+            sink,
+            demand,
+            accounted: None,
+            first: None,
+            trust,
+            unchecked: true,
+            held: None,
+            failing: false,
+            read_again: None,
+        }
+    }
+}
+
 struct Driver {
     topic: String,
     consumer: Arc<Consumer_>,
@@ -545,21 +571,10 @@ impl Driver {
             let trust = PositionTrust::at_assignment(
                 positions.get(&assignment.partition).copied().flatten(),
             );
+            let initial_credit = self.settings.initial_credit;
             self.readers.insert(
                 assignment.partition,
-                Reader {
-                    assignment,
-                    queue,
-                    sink,
-                    demand: self.settings.initial_credit,
-                    accounted: None,
-                    first: None,
-                    trust,
-                    unchecked: true,
-                    held: None,
-                    failing: false,
-                    read_again: None,
-                },
+                Reader::new(assignment, queue, sink, initial_credit, trust),
             );
         }
     }
