@@ -160,77 +160,18 @@ impl Application {
         if !report.applied.is_empty() {
             tracing::info!(applied = ?report.applied, "database migrated");
         }
-        let (requests_tx, requests) = mpsc::channel();
-        let link = KafkaLink::new(requests_tx);
-        let checkpoint =
-            Checkpoint::new(link.clone(), runtime.commit_interval, metrics.clone()).start();
-        let deps = Arc::new(PartitionDeps {
-            topic: settings.kafka.topic.clone(),
-            pool: pool.clone(),
-            checkpoint: checkpoint.clone(),
-            kafka: link.clone(),
-            metrics: metrics.clone(),
-            limits: PartitionLimits {
-                window: runtime.partition_queue,
-                batch_size: runtime.batch_size,
-                max_unresolved: runtime.max_unresolved,
-                linger: runtime.batch_linger,
-                batches_in_flight: runtime.batches_in_flight,
-            },
-            retry: runtime.retry,
-            max_payload_bytes: runtime.max_payload_bytes,
-            work_timeout: runtime.work_timeout,
-            max_consecutive_rejections: runtime.max_consecutive_rejections,
-        });
-        let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
-        let supervisor = Supervisor::new(
-            MemberInfo {
-                group: settings.kafka.group.clone(),
-                topic: settings.kafka.topic.clone(),
-                host: host.clone(),
-            },
-            deps,
-            runtime.drain_timeout,
-            stopped_tx,
-        )
-        .start();
-
+        let actors = Actors::start(&settings, &pool, &metrics, &host);
         let connection = Arc::new(ConnectionHealth::new());
-        let context = KafkaContext::new(
-            settings.kafka.topic.clone(),
-            supervisor.clone().recipient(),
-            metrics.clone(),
-            HealthReporter::new(connection.clone(), &kafka_config, metrics.clone()),
-        );
-        let consumer: BaseConsumer<KafkaContext> = kafka_config
-            .create_with_context(context)
-            .map_err(|e| kafka_creation_error(e, &identity_of(&kafka_config)))?;
-        consumer
-            .subscribe(&[&settings.kafka.topic])
-            .map_err(|e| ConfigError::new("--topic / HISTORY_KAFKA_TOPIC", e.to_string()))?;
-        let ports = DriverPorts {
-            assigned: supervisor.clone().recipient(),
-            revoked: supervisor.clone().recipient(),
-            commits: checkpoint.recipient(),
-            joined: supervisor.clone().recipient(),
-            stopped: supervisor.clone().recipient(),
-            fetch: supervisor.clone().recipient(),
-            rewinding: supervisor.clone().recipient(),
-            restarted: supervisor.clone().recipient(),
-            rewound: supervisor.clone().recipient(),
-            resets: supervisor.clone().recipient(),
-            resets_resumed: supervisor.clone().recipient(),
-        };
-
+        let (consumer, ports) = subscribe(&settings, &kafka_config, &actors, &metrics, &connection)?;
         let monitor = Monitor::new(
-            supervisor.clone(),
+            actors.supervisor.clone(),
             metrics.clone(),
             runtime.stuck,
             connection.clone(),
         )
         .start();
         let state = AdminState {
-            supervisor: supervisor.clone(),
+            supervisor: actors.supervisor.clone(),
             monitor,
             connection,
             pool: pool.clone(),
@@ -265,6 +206,13 @@ impl Application {
         )?;
         let https = admin_tls.is_some();
         tracing::info!(%admin_addr, %metrics_addr, https, group = %settings.kafka.group, topic = %settings.kafka.topic, "service started");
+        let Actors {
+            link,
+            requests,
+            supervisor,
+            stopped,
+            ..
+        } = actors;
         Ok(Some(Application {
             handle: AppHandle {
                 supervisor,
@@ -322,6 +270,101 @@ impl Application {
             Some(error) => Err(StartupError::Consumer(error)),
         }
     }
+}
+
+/// The actors that carry records, started before the consumer exists: the driver's channel,
+/// the checkpoint and the supervisor (which starts a partition actor per assignment).
+struct Actors {
+    link: KafkaLink,
+    requests: mpsc::Receiver<KafkaRequest>,
+    checkpoint: Addr<Checkpoint>,
+    supervisor: Addr<Supervisor>,
+    /// Answered once the supervisor stopped, with the error that stopped it, if any.
+    stopped: tokio::sync::oneshot::Receiver<Option<String>>,
+}
+
+impl Actors {
+    fn start(settings: &Settings, pool: &Pool, metrics: &Metrics, host: &str) -> Actors {
+        let runtime = &settings.runtime;
+        let (requests_tx, requests) = mpsc::channel();
+        let link = KafkaLink::new(requests_tx);
+        let checkpoint =
+            Checkpoint::new(link.clone(), runtime.commit_interval, metrics.clone()).start();
+        let deps = Arc::new(PartitionDeps {
+            topic: settings.kafka.topic.clone(),
+            pool: pool.clone(),
+            checkpoint: checkpoint.clone(),
+            kafka: link.clone(),
+            metrics: metrics.clone(),
+            limits: PartitionLimits {
+                window: runtime.partition_queue,
+                batch_size: runtime.batch_size,
+                max_unresolved: runtime.max_unresolved,
+                linger: runtime.batch_linger,
+                batches_in_flight: runtime.batches_in_flight,
+            },
+            retry: runtime.retry,
+            max_payload_bytes: runtime.max_payload_bytes,
+            work_timeout: runtime.work_timeout,
+            max_consecutive_rejections: runtime.max_consecutive_rejections,
+        });
+        let (stopped_tx, stopped) = tokio::sync::oneshot::channel();
+        let supervisor = Supervisor::new(
+            MemberInfo {
+                group: settings.kafka.group.clone(),
+                topic: settings.kafka.topic.clone(),
+                host: host.to_owned(),
+            },
+            deps,
+            runtime.drain_timeout,
+            stopped_tx,
+        )
+        .start();
+        Actors {
+            link,
+            requests,
+            checkpoint,
+            supervisor,
+            stopped,
+        }
+    }
+}
+
+/// The consumer, subscribed to the topic, and where its driver reports to the actors.
+fn subscribe(
+    settings: &Settings,
+    kafka_config: &rdkafka::ClientConfig,
+    actors: &Actors,
+    metrics: &Metrics,
+    connection: &Arc<ConnectionHealth>,
+) -> Result<(BaseConsumer<KafkaContext>, DriverPorts), StartupError> {
+    let supervisor = &actors.supervisor;
+    let context = KafkaContext::new(
+        settings.kafka.topic.clone(),
+        supervisor.clone().recipient(),
+        metrics.clone(),
+        HealthReporter::new(connection.clone(), kafka_config, metrics.clone()),
+    );
+    let consumer: BaseConsumer<KafkaContext> = kafka_config
+        .create_with_context(context)
+        .map_err(|e| kafka_creation_error(e, &identity_of(kafka_config)))?;
+    consumer
+        .subscribe(&[&settings.kafka.topic])
+        .map_err(|e| ConfigError::new("--topic / HISTORY_KAFKA_TOPIC", e.to_string()))?;
+    let ports = DriverPorts {
+        assigned: supervisor.clone().recipient(),
+        revoked: supervisor.clone().recipient(),
+        commits: actors.checkpoint.clone().recipient(),
+        joined: supervisor.clone().recipient(),
+        stopped: supervisor.clone().recipient(),
+        fetch: supervisor.clone().recipient(),
+        rewinding: supervisor.clone().recipient(),
+        restarted: supervisor.clone().recipient(),
+        rewound: supervisor.clone().recipient(),
+        resets: supervisor.clone().recipient(),
+        resets_resumed: supervisor.clone().recipient(),
+    };
+    Ok((consumer, ports))
 }
 
 /// Whether `run` may wait for a database it cannot reach at start.

@@ -1,13 +1,14 @@
 //! What the admin pages read from the database: dead letters (by keyset pages), a ticket's
-//! history and the audit trail of operator actions. Every query is parameterised.
+//! history and the audit trail of operator actions (written by `inbox::audit_trail`). Every
+//! query is parameterised.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 
-use crate::domain::LetterState;
 use crate::inbox::PgInboxError;
-use crate::inbox::replay::Selection;
+use crate::inbox::Selection;
+use crate::inbox::selection::selected_letters;
 
 /// Rows per dead-letter page.
 pub const DEAD_LETTERS_PER_PAGE: i64 = 50;
@@ -89,30 +90,11 @@ pub enum Page {
     Newer(Cursor),
 }
 
-/// Filters of the dead-letter list.
+/// Filters of the dead-letter list: which letters, and which page of them.
 #[derive(Debug, Clone, Default)]
 pub struct DeadLetterFilter {
-    pub partition: Option<i32>,
-    pub reason: Option<String>,
-    pub state: Option<LetterState>,
-    /// Stored at or after.
-    pub since: Option<DateTime<Utc>>,
-    /// Stored before.
-    pub until: Option<DateTime<Utc>>,
+    pub selection: Selection,
     pub page: Page,
-}
-
-impl DeadLetterFilter {
-    /// The letters the filter selects, whatever the page (for replaying them).
-    pub fn selection(&self) -> Selection {
-        Selection {
-            partition: self.partition,
-            reason: self.reason.clone(),
-            state: self.state,
-            since: self.since,
-            until: self.until,
-        }
-    }
 }
 
 /// A page of dead letters, newest first, and where the neighbouring pages start.
@@ -130,27 +112,27 @@ const DEAD_LETTER_COLUMNS: &str = "SELECT topic, kafka_partition, kafka_offset, 
 
 // Keyset pagination: a page reads its rows from the time index, however deep it is. The time
 // bound repeats the row comparison's first column so that the index serves it.
-const NEWEST_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6";
+const NEWEST_DEAD_LETTERS: &str = concat!(
+    "WHERE ",
+    selected_letters!(),
+    " ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6"
+);
 
-const OLDER_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-       AND dead_lettered_at <= $7 \
+const OLDER_DEAD_LETTERS: &str = concat!(
+    "WHERE ",
+    selected_letters!(),
+    " AND dead_lettered_at <= $7 \
        AND (dead_lettered_at, kafka_partition, kafka_offset) < ($7, $8, $9) \
-     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6";
+     ORDER BY dead_lettered_at DESC, kafka_partition DESC, kafka_offset DESC LIMIT $6"
+);
 
-const NEWER_DEAD_LETTERS: &str = "WHERE ($1::int IS NULL OR kafka_partition = $1) \
-       AND ($2::text IS NULL OR reason = $2) AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-       AND dead_lettered_at >= $7 \
+const NEWER_DEAD_LETTERS: &str = concat!(
+    "WHERE ",
+    selected_letters!(),
+    " AND dead_lettered_at >= $7 \
        AND (dead_lettered_at, kafka_partition, kafka_offset) > ($7, $8, $9) \
-     ORDER BY dead_lettered_at, kafka_partition, kafka_offset LIMIT $6";
+     ORDER BY dead_lettered_at, kafka_partition, kafka_offset LIMIT $6"
+);
 
 /// Up to `limit` dead letters of `filter`'s page, newest first.
 pub async fn dead_letters(
@@ -161,15 +143,9 @@ pub async fn dead_letters(
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     // One more than shown: whether a page lies beyond.
     let fetch = limit + 1;
-    let state = filter.state.map(LetterState::as_str);
-    let matching: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
-        &filter.partition,
-        &filter.reason,
-        &state,
-        &filter.since,
-        &filter.until,
-        &fetch,
-    ];
+    let bound = filter.selection.bound();
+    let mut matching = bound.params().to_vec();
+    matching.push(&fetch);
     let rows = match filter.page {
         Page::Newest => {
             let statement = client
@@ -186,7 +162,7 @@ pub async fn dead_letters(
                 .prepare_cached(&format!("{DEAD_LETTER_COLUMNS} {sql}"))
                 .await?;
             let at = cursor.at();
-            let mut params = matching.to_vec();
+            let mut params = matching;
             params.extend_from_slice(&[&at, &cursor.partition, &cursor.offset]);
             client.query(&statement, &params).await?
         }
@@ -253,12 +229,11 @@ fn dead_letter_row(row: &tokio_postgres::Row) -> DeadLetterRow {
     }
 }
 
-const DEAD_LETTER_COUNT: &str = "SELECT count(*) FROM (SELECT 1 FROM dead_letters \
-     WHERE ($1::int IS NULL OR kafka_partition = $1) AND ($2::text IS NULL OR reason = $2) \
-       AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-     LIMIT $6) AS capped";
+const DEAD_LETTER_COUNT: &str = concat!(
+    "SELECT count(*) FROM (SELECT 1 FROM dead_letters WHERE ",
+    selected_letters!(),
+    " LIMIT $6) AS capped"
+);
 
 /// How many dead letters match `filter`, counted up to [`DEAD_LETTER_COUNT_CAP`] + 1 (more
 /// than the cap means "more than that").
@@ -268,21 +243,11 @@ pub async fn count_dead_letters(
 ) -> Result<i64, PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(DEAD_LETTER_COUNT).await?;
-    let state = filter.state.map(LetterState::as_str);
-    Ok(client
-        .query_one(
-            &statement,
-            &[
-                &filter.partition,
-                &filter.reason,
-                &state,
-                &filter.since,
-                &filter.until,
-                &(DEAD_LETTER_COUNT_CAP + 1),
-            ],
-        )
-        .await?
-        .get(0))
+    let bound = filter.selection.bound();
+    let cap = DEAD_LETTER_COUNT_CAP + 1;
+    let mut params = bound.params().to_vec();
+    params.push(&cap);
+    Ok(client.query_one(&statement, &params).await?.get(0))
 }
 
 fn preview(bytes: &[u8]) -> String {
@@ -333,52 +298,6 @@ pub struct AuditRow {
     pub result: String,
     /// The operator's comment, or what the action found.
     pub detail: Option<String>,
-}
-
-/// An operator action for the audit trail.
-#[derive(Debug, Clone, Copy)]
-pub struct Action<'a> {
-    pub partition: Option<i32>,
-    pub offset: Option<i64>,
-    pub action: &'a str,
-    pub actor: &'a str,
-    pub result: &'a str,
-    pub detail: Option<&'a str>,
-}
-
-const RECORD_ACTION: &str = "INSERT INTO admin_actions \
-     (kafka_partition, kafka_offset, action, actor, result, detail) \
-     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
-
-/// Appends an operator action to the audit trail; its id.
-pub async fn record_action(pool: &Pool, action: &Action<'_>) -> Result<i64, PgInboxError> {
-    let client = pool.get().await.map_err(PgInboxError::Pool)?;
-    let statement = client.prepare_cached(RECORD_ACTION).await?;
-    let row = client
-        .query_one(
-            &statement,
-            &[
-                &action.partition,
-                &action.offset,
-                &action.action,
-                &action.actor,
-                &action.result,
-                &action.detail,
-            ],
-        )
-        .await?;
-    Ok(row.get(0))
-}
-
-const SETTLE_ACTION: &str = "UPDATE admin_actions SET result = $2 WHERE id = $1";
-
-/// Records the result of an action whose outcome came after it was recorded (a skip that had
-/// not run when its operator was answered).
-pub async fn settle_action(pool: &Pool, id: i64, result: &str) -> Result<(), PgInboxError> {
-    let client = pool.get().await.map_err(PgInboxError::Pool)?;
-    let statement = client.prepare_cached(SETTLE_ACTION).await?;
-    client.execute(&statement, &[&id, &result]).await?;
-    Ok(())
 }
 
 const RECENT_ACTIONS: &str = "SELECT acted_at, kafka_partition, kafka_offset, action, actor, \

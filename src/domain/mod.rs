@@ -3,6 +3,7 @@
 //! time as an operator types it, where a rewind to it takes a partition, and why the Kafka
 //! connection fails (its cause and the health state shared with the admin).
 
+pub mod assignment;
 pub mod connection;
 pub mod connection_health;
 pub mod dead_letter;
@@ -17,6 +18,7 @@ pub mod record;
 pub mod rewind;
 pub mod story;
 
+pub use assignment::{Assignment, CommitPosition};
 pub use connection::{CauseKind, ClientIdentity, ConnectionCause, Problem};
 pub use connection_health::{ConnectionHealth, ConnectionStatus};
 pub use dead_letter::{DeadLetter, LetterState};

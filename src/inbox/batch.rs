@@ -22,30 +22,11 @@ use deadpool_postgres::{Object, Pool};
 use super::session::Session;
 
 use super::contract::Origin;
-use super::postgres::PgInboxError;
+use super::PgInboxError;
 use super::sqlstate::Step;
+use super::statements::{SAVE_HISTORY, STORE_DEAD_LETTERS, TRY_INBOX};
 use crate::domain::DeadLetter;
 use crate::domain::{Outcome, TicketEvent};
-
-/// SPEC §3 step 1 for many events, with where each was first seen (migration V2).
-const TRY_INBOX: &str = "INSERT INTO inbox (event_id, first_partition, first_offset, first_seen_at) \
-     SELECT event_id, first_partition, first_offset, now() \
-     FROM unnest($1::text[], $2::int[], $3::bigint[]) \
-          AS batch (event_id, first_partition, first_offset) \
-     ON CONFLICT (event_id) DO NOTHING \
-     RETURNING event_id";
-
-/// SPEC §3 step 2 for the events whose marker is new.
-const SAVE_HISTORY: &str = "INSERT INTO history_events \
-     (event_id, ticket_id, from_status, to_status, changed_at) \
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])";
-
-/// Malformed records, idempotently on their position (as `dead_letters::store`).
-const STORE_DEAD_LETTERS: &str = "INSERT INTO dead_letters \
-     (topic, kafka_partition, kafka_offset, record_key, payload, reason, message) \
-     SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bytea[], $5::bytea[], \
-                          $6::text[], $7::text[]) \
-     ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING";
 
 /// One item of a batch.
 #[derive(Debug, Clone, Copy)]

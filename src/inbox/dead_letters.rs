@@ -5,13 +5,8 @@ use deadpool_postgres::{Object, Pool};
 
 use super::PgInboxError;
 use super::sqlstate::Step;
+use super::statements::STORE_DEAD_LETTERS;
 use crate::domain::DeadLetter;
-
-const STORE: &str = "INSERT INTO dead_letters \
-     (topic, kafka_partition, kafka_offset, record_key, payload, reason, message) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7) \
-     ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING \
-     RETURNING kafka_offset";
 
 /// Stores a dead letter; storing the same position twice is a no-op.
 pub async fn store(pool: &Pool, letter: &DeadLetter) -> Result<(), PgInboxError> {
@@ -24,21 +19,25 @@ pub async fn store(pool: &Pool, letter: &DeadLetter) -> Result<(), PgInboxError>
 /// new, false if its position held a letter already.
 pub async fn insert(client: &Object, letter: &DeadLetter) -> Result<bool, PgInboxError> {
     let failed = PgInboxError::at(Step::InsertDeadLetter);
-    let statement = client.prepare_cached(STORE).await.map_err(failed)?;
+    let statement = client
+        .prepare_cached(STORE_DEAD_LETTERS)
+        .await
+        .map_err(failed)?;
+    // The batch's statement with arrays of one.
     let inserted = client
-        .query_opt(
+        .execute(
             &statement,
             &[
-                &letter.topic,
-                &letter.partition,
-                &letter.offset,
-                &letter.key,
-                &letter.payload,
-                &letter.rejection.reason.as_str(),
-                &letter.rejection.message,
+                &[letter.topic.as_str()],
+                &[letter.partition],
+                &[letter.offset],
+                &[letter.key.as_deref()],
+                &[letter.payload.as_deref()],
+                &[letter.rejection.reason.as_str()],
+                &[letter.rejection.message.as_str()],
             ],
         )
         .await
         .map_err(PgInboxError::at(Step::InsertDeadLetter))?;
-    Ok(inserted.is_some())
+    Ok(inserted == 1)
 }

@@ -16,7 +16,7 @@ use deadpool_postgres::{Object, Pool};
 use serde::Serialize;
 
 use super::dead_letters;
-use super::postgres::PgInboxError;
+use super::PgInboxError;
 use super::session::Session;
 use super::sqlstate::Step;
 use crate::domain::DeadLetter;

@@ -1,20 +1,26 @@
 //! The transactional inbox: the SPEC §4 contract over a repository trait, and its PostgreSQL
 //! implementation with the SPEC §3 statements.
 
+pub mod audit_trail;
 pub mod batch;
 pub mod contract;
 pub mod dead_letters;
 pub mod duplicates;
+pub mod error;
 pub mod guards;
 pub mod migrate;
 pub mod offset_resets;
 pub mod postgres;
 pub mod replay;
+pub mod selection;
 pub mod session;
 pub mod sqlstate;
+pub mod statements;
 
 pub use contract::{InboxRepository, Origin, Processed, process_history_once};
 pub use migrate::{MigrateError, MigrationReport, migrate, migrate_pool};
-pub use postgres::{PgInbox, PgInboxError};
+pub use error::PgInboxError;
+pub use postgres::PgInbox;
+pub use selection::Selection;
 pub use session::Session;
 pub use sqlstate::{ErrorClass, Step};

@@ -11,20 +11,10 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
 use super::contract::{Origin, Processed, process_history_once};
-use super::postgres::{PgInbox, PgInboxError};
+pub use super::selection::Selection;
+use super::selection::selected_letters;
+use super::{PgInbox, PgInboxError};
 use crate::domain::{LetterState, TicketEvent};
-
-/// Which dead letters: every `None` matches all.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selection {
-    pub partition: Option<i32>,
-    pub reason: Option<String>,
-    pub state: Option<LetterState>,
-    /// Stored at or after.
-    pub since: Option<DateTime<Utc>>,
-    /// Stored before.
-    pub until: Option<DateTime<Utc>>,
-}
 
 /// One dead letter, by its place in the topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,16 +202,15 @@ async fn replay_payload(
 }
 
 /// Letters of a selection not applied yet, oldest first, after a keyset position.
-const MATCHING: &str = "SELECT topic, kafka_partition, kafka_offset, dead_lettered_at, payload \
-     FROM dead_letters \
-     WHERE ($1::int IS NULL OR kafka_partition = $1) AND ($2::text IS NULL OR reason = $2) \
-       AND ($3::text IS NULL OR state = $3) \
-       AND ($4::timestamptz IS NULL OR dead_lettered_at >= $4) \
-       AND ($5::timestamptz IS NULL OR dead_lettered_at < $5) \
-       AND state <> 'applied' \
+const MATCHING: &str = concat!(
+    "SELECT topic, kafka_partition, kafka_offset, dead_lettered_at, payload \
+     FROM dead_letters WHERE ",
+    selected_letters!(),
+    " AND state <> 'applied' \
        AND ($6::timestamptz IS NULL \
             OR (dead_lettered_at, kafka_partition, kafka_offset, topic) > ($6, $7, $8, $9)) \
-     ORDER BY dead_lettered_at, kafka_partition, kafka_offset, topic LIMIT $10";
+     ORDER BY dead_lettered_at, kafka_partition, kafka_offset, topic LIMIT $10"
+);
 
 /// How many letters one page of [`replay_matching`] reads.
 const PAGE: i64 = 100;
@@ -269,24 +258,20 @@ async fn matching(
 ) -> Result<Vec<(LetterId, DateTime<Utc>, Option<Vec<u8>>)>, PgInboxError> {
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let statement = client.prepare_cached(MATCHING).await?;
-    let state = selection.state.map(LetterState::as_str);
-    let rows = client
-        .query(
-            &statement,
-            &[
-                &selection.partition,
-                &selection.reason,
-                &state,
-                &selection.since,
-                &selection.until,
-                &after.map(|a| a.0),
-                &after.map(|a| a.1),
-                &after.map(|a| a.2),
-                &after.map(|a| a.3.as_str()),
-                &PAGE,
-            ],
-        )
-        .await?;
+    let bound = selection.bound();
+    let after_at = after.map(|a| a.0);
+    let after_partition = after.map(|a| a.1);
+    let after_offset = after.map(|a| a.2);
+    let after_topic = after.map(|a| a.3.as_str());
+    let mut params = bound.params().to_vec();
+    params.extend_from_slice(&[
+        &after_at,
+        &after_partition,
+        &after_offset,
+        &after_topic,
+        &PAGE,
+    ]);
+    let rows = client.query(&statement, &params).await?;
     Ok(rows
         .iter()
         .map(|row| {

@@ -9,7 +9,7 @@
 
 use deadpool_postgres::{Object, Pool};
 
-use super::postgres::PgInboxError;
+use super::PgInboxError;
 use super::sqlstate::Step;
 
 /// A connection that may be inside a transaction.

@@ -22,7 +22,7 @@ use rdkafka::bindings as rdsys;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::actors::messages::{Assignment, CommitPosition};
+use crate::domain::{Assignment, CommitPosition};
 
 /// The positions of one commit and when it was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, TopicPartitionList};
 
 use super::health::HealthReporter;
-use crate::actors::messages::OffsetsObserved;
+use crate::actors::messages::driver::OffsetsObserved;
 use crate::domain::ObservedOffsets;
 use crate::metrics::Metrics;
 

@@ -35,11 +35,12 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::commits::{CommitLedger, CommitQueue};
 use super::context::{KafkaContext, Rebalance, acknowledge, member_id, pending_events};
 use super::queue::Polled;
-use crate::actors::messages::{
-    Assignment, CommitCompleted, CommitPosition, DrainForRewind, DriverStopped, FetchTrouble,
-    Fetched, GroupJoined, KafkaLink, KafkaRequest, OffsetResetFound, OffsetResetResumed,
-    PartitionsAssigned, PartitionsRestarted, PartitionsRevoked, PartitionsRewound,
+use crate::actors::messages::driver::{
+    CommitCompleted, DrainForRewind, DriverStopped, FetchTrouble, Fetched, GroupJoined, KafkaLink,
+    KafkaRequest, OffsetResetFound, OffsetResetResumed, PartitionsAssigned, PartitionsRestarted,
+    PartitionsRevoked, PartitionsRewound,
 };
+use crate::domain::{Assignment, CommitPosition};
 use crate::domain::Held;
 use crate::domain::connection::is_connection_error;
 use crate::domain::offset_reset::ResetPolicy;
@@ -236,6 +237,32 @@ struct Reader {
     /// A position librdkafka found out of range although it is in the log, read again once
     /// (see [`reset`]).
     read_again: Option<i64>,
+}
+
+impl Reader {
+    /// A new assignment's reader: `demand` records may be sent before its actor asks, nothing
+    /// was handed over yet, and its position is looked at before the first read.
+    fn new(
+        assignment: Assignment,
+        queue: PartitionQueue,
+        sink: Recipient<Fetched>,
+        demand: usize,
+        trust: PositionTrust,
+    ) -> Reader {
+        Reader {
+            assignment,
+            queue,
+            sink,
+            demand,
+            accounted: None,
+            first: None,
+            trust,
+            unchecked: true,
+            held: None,
+            failing: false,
+            read_again: None,
+        }
+    }
 }
 
 struct Driver {
@@ -544,21 +571,10 @@ impl Driver {
             let trust = PositionTrust::at_assignment(
                 positions.get(&assignment.partition).copied().flatten(),
             );
+            let initial_credit = self.settings.initial_credit;
             self.readers.insert(
                 assignment.partition,
-                Reader {
-                    assignment,
-                    queue,
-                    sink,
-                    demand: self.settings.initial_credit,
-                    accounted: None,
-                    first: None,
-                    trust,
-                    unchecked: true,
-                    held: None,
-                    failing: false,
-                    read_again: None,
-                },
+                Reader::new(assignment, queue, sink, initial_credit, trust),
             );
         }
     }

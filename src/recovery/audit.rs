@@ -6,6 +6,7 @@ use deadpool_postgres::Pool;
 
 use crate::domain::rewind::Decision;
 use crate::inbox::PgInboxError;
+use crate::inbox::audit_trail::{self, Action};
 
 /// The action's name in the audit trail.
 pub const ACTION: &str = "rewind";
@@ -49,22 +50,20 @@ pub fn result_text(
     }
 }
 
-const RECORD: &str = "INSERT INTO admin_actions (kafka_partition, action, actor, result) \
-     SELECT p, $1, $2, r FROM unnest($3::int[], $4::text[]) AS t(p, r)";
-
 /// Records one rewind: a row per partition with its [`result_text`], in one statement.
 pub async fn record(pool: &Pool, actor: &str, rows: &[(i32, String)]) -> Result<(), PgInboxError> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let partitions: Vec<i32> = rows.iter().map(|(p, _)| *p).collect();
-    let results: Vec<&str> = rows.iter().map(|(_, r)| r.as_str()).collect();
-    let client = pool.get().await.map_err(PgInboxError::Pool)?;
-    let statement = client.prepare_cached(RECORD).await?;
-    client
-        .execute(&statement, &[&ACTION, &actor, &partitions, &results])
-        .await?;
-    Ok(())
+    let actions: Vec<Action<'_>> = rows
+        .iter()
+        .map(|(partition, result)| Action {
+            partition: Some(*partition),
+            offset: None,
+            action: ACTION,
+            actor,
+            result,
+            detail: None,
+        })
+        .collect();
+    audit_trail::record_all(pool, &actions).await
 }
 
 #[cfg(test)]

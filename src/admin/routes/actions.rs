@@ -47,7 +47,7 @@ pub(super) async fn apply(
     tracing::info!(partition, action = action.as_str(), %actor, result, "admin action");
     audit(
         state,
-        &queries::Action {
+        &audit_trail::Action {
             partition: Some(partition),
             offset: None,
             action: action.as_str(),

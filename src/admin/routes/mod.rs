@@ -47,7 +47,7 @@ use crate::actors::status::PartitionSummary;
 use crate::domain::Trouble;
 use crate::domain::{LetterState, MAX_TICKET_ID_CHARS, RejectReason, parse_point_in_time_or_utc};
 use crate::error_text::chain;
-use crate::inbox::PgInboxError;
+use crate::inbox::{PgInboxError, Selection, audit_trail};
 use crate::inbox::offset_resets;
 use pages::dead_letter_link;
 
@@ -249,8 +249,8 @@ pub(super) fn parse_time(field: &str, text: &str) -> Result<DateTime<Utc>, Admin
 
 /// Records an operator action in the audit trail (the consumer's pool: see `AdminState`); a
 /// failure is logged, never the action's. The row's id, if it was recorded.
-pub(super) async fn audit(state: &AdminState, action: &queries::Action<'_>) -> Option<i64> {
-    match queries::record_action(&state.pool, action).await {
+pub(super) async fn audit(state: &AdminState, action: &audit_trail::Action<'_>) -> Option<i64> {
+    match audit_trail::record(&state.pool, action).await {
         Ok(id) => Some(id),
         Err(error) => {
             tracing::warn!(error = %chain(&error), "admin action not recorded in the audit trail");
@@ -377,11 +377,13 @@ impl DeadLetterQuery {
             (None, None) => Page::Newest,
         };
         Ok(DeadLetterFilter {
-            partition,
-            reason,
-            state,
-            since,
-            until,
+            selection: Selection {
+                partition,
+                reason,
+                state,
+                since,
+                until,
+            },
             page,
         })
     }

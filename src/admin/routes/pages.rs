@@ -114,7 +114,10 @@ async fn partition(
     let overview = overview_of(state).await?;
     let summary = owned(&overview, partition)?;
     let filter = DeadLetterFilter {
-        partition: Some(partition),
+        selection: Selection {
+            partition: Some(partition),
+            ..Selection::default()
+        },
         ..DeadLetterFilter::default()
     };
     let (dead_letters, dead_letters_error) = listed(
@@ -168,21 +171,21 @@ async fn partition(
 /// The list's link to `page` under the same filter.
 pub(super) fn dead_letter_link(filter: &DeadLetterFilter, page: Page) -> String {
     let mut query = Vec::new();
-    if let Some(p) = filter.partition {
+    if let Some(p) = filter.selection.partition {
         query.push(format!("partition={p}"));
     }
-    if let Some(r) = &filter.reason {
+    if let Some(r) = &filter.selection.reason {
         query.push(format!("reason={r}"));
     }
-    if let Some(s) = filter.state {
+    if let Some(s) = filter.selection.state {
         query.push(format!("state={s}"));
     }
     // RFC 3339 in UTC with `Z`: nothing in it needs escaping in a query.
     let time = |at: DateTime<Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
-    if let Some(at) = filter.since {
+    if let Some(at) = filter.selection.since {
         query.push(format!("since={}", time(at)));
     }
-    if let Some(at) = filter.until {
+    if let Some(at) = filter.selection.until {
         query.push(format!("until={}", time(at)));
     }
     match page {
@@ -242,16 +245,16 @@ async fn dead_letters(
         StatusCode::OK,
         &DeadLettersPage {
             layout: layout(state, request, "Dead letters"),
-            partition: filter.partition.map(|p| p.to_string()).unwrap_or_default(),
-            reason: filter.reason.clone().unwrap_or_default(),
+            partition: filter.selection.partition.map(|p| p.to_string()).unwrap_or_default(),
+            reason: filter.selection.reason.clone().unwrap_or_default(),
             reasons: RejectReason::ALL
                 .iter()
                 .map(|r| r.as_str().to_owned())
                 .collect(),
-            state: filter.state.map(|s| s.to_string()).unwrap_or_default(),
+            state: filter.selection.state.map(|s| s.to_string()).unwrap_or_default(),
             states: LetterState::ALL.iter().map(|s| s.to_string()).collect(),
-            since: time(filter.since),
-            until: time(filter.until),
+            since: time(filter.selection.since),
+            until: time(filter.selection.until),
             flash,
             total: if total > DEAD_LETTER_COUNT_CAP {
                 format!("more than {DEAD_LETTER_COUNT_CAP}")
@@ -288,7 +291,7 @@ async fn replay_flash(
         }
     }
     let (Some(partition), Some(offset)) = (
-        filter.partition,
+        filter.selection.partition,
         query.replayed.as_deref().and_then(|o| parse_offset(o).ok()),
     ) else {
         return String::new();

@@ -159,7 +159,7 @@ async fn skip_here(
     tracing::info!(partition, offset, %actor, result, "admin action: dead-letter a record");
     let id = audit(
         state,
-        &queries::Action {
+        &audit_trail::Action {
             partition: Some(partition),
             offset: Some(offset),
             action: "dead_letter",
@@ -180,7 +180,7 @@ async fn skip_here(
                 result,
                 "admin action settled: dead-letter a record"
             );
-            if let Err(error) = queries::settle_action(&pool, id, result).await {
+            if let Err(error) = audit_trail::settle(&pool, id, result).await {
                 tracing::warn!(id, result, error = %chain(&error), "a skip's outcome not recorded in the audit trail");
             }
         });
@@ -293,7 +293,7 @@ async fn replay_one(
     tracing::info!(partition = id.partition, offset = id.offset, %actor, result, detail, "admin action: replay a dead letter");
     audit(
         state,
-        &queries::Action {
+        &audit_trail::Action {
             partition: Some(id.partition),
             offset: Some(id.offset),
             action: "replay",
@@ -384,10 +384,10 @@ async fn replay_all(
     let principal = authorize(state, request, csrf).await?;
     let filter = query.filter()?;
     let actor = principal.describe(request);
-    let selection = filter.selection();
+    let selection = &filter.selection;
     let replayed = replay::replay_matching(
         &state.pool,
-        &selection,
+        selection,
         &actor,
         state.max_payload_bytes,
         REPLAY_LIMIT,
@@ -401,8 +401,8 @@ async fn replay_all(
     tracing::info!(%actor, result, detail, "admin action: replay matching dead letters");
     audit(
         state,
-        &queries::Action {
-            partition: filter.partition,
+        &audit_trail::Action {
+            partition: filter.selection.partition,
             offset: None,
             action: "replay_matching",
             actor: &actor,
@@ -420,19 +420,19 @@ async fn replay_all(
 /// The filter in words, for the audit trail.
 fn describe_filter(filter: &DeadLetterFilter) -> String {
     let mut parts = Vec::new();
-    if let Some(p) = filter.partition {
+    if let Some(p) = filter.selection.partition {
         parts.push(format!("partition {p}"));
     }
-    if let Some(r) = &filter.reason {
+    if let Some(r) = &filter.selection.reason {
         parts.push(format!("reason {r}"));
     }
-    if let Some(s) = filter.state {
+    if let Some(s) = filter.selection.state {
         parts.push(format!("state {s}"));
     }
-    if let Some(at) = filter.since {
+    if let Some(at) = filter.selection.since {
         parts.push(format!("since {}", at.to_rfc3339()));
     }
-    if let Some(at) = filter.until {
+    if let Some(at) = filter.selection.until {
         parts.push(format!("until {}", at.to_rfc3339()));
     }
     if parts.is_empty() {

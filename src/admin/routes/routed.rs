@@ -192,7 +192,7 @@ pub(super) async fn route(
     let Some((owner, generation)) = owner_of(state, partition).await? else {
         audit(
             state,
-            &queries::Action {
+            &audit_trail::Action {
                 partition: Some(partition),
                 offset: None,
                 action: routed.name(),
@@ -317,7 +317,7 @@ async fn unanswered(
     if withdrawn {
         audit(
             state,
-            &queries::Action {
+            &audit_trail::Action {
                 partition,
                 offset: None,
                 action,
@@ -467,7 +467,7 @@ async fn carry_out(state: &AdminState, command: &Command) -> Answer {
         tracing::info!(id = command.id, partition, %actor, action = %command.action, "routed admin action refused: {message}");
         audit(
             state,
-            &queries::Action {
+            &audit_trail::Action {
                 partition: Some(partition),
                 offset: None,
                 action: routed.name(),

@@ -20,7 +20,7 @@
 use rdkafka::consumer::Consumer;
 
 use super::*;
-use crate::actors::messages::OffsetResetFound;
+use crate::actors::messages::driver::OffsetResetFound;
 use crate::domain::HeldCause;
 use crate::domain::offset_reset::{OffsetReset, ResetPlan, ResetPolicy, plan};
 use crate::kafka::queue::QueueError;

@@ -20,7 +20,8 @@
 
 use super::position::PositionTrust;
 use super::*;
-use crate::actors::messages::{LiveRewound, OffsetResetResumed, RewindTarget};
+use crate::actors::messages::commands::LiveRewound;
+use crate::actors::messages::driver::{OffsetResetResumed, RewindTarget};
 use crate::domain::HeldCause;
 use crate::domain::rewind::{Restart, restart, restart_past_gap};
 
@@ -68,7 +69,43 @@ impl Driver {
             .do_send(PartitionsRewound { id, results });
     }
 
+    /// The rewind of partitions this driver reads, in four steps: drain, position, restart,
+    /// commit (see the module docs).
     fn rewind_held(&mut self, targets: &[RewindTarget]) -> Vec<LiveRewound> {
+        let Drained {
+            mut readers,
+            resumes,
+            ordered,
+        } = self.drain_for_rewind(targets);
+        let unfed: Vec<i32> = readers
+            .iter()
+            .filter(|(p, reader)| resume_of(&resumes, **p, reader).is_none())
+            .map(|(p, _)| *p)
+            .collect();
+        let committed = self.committed_offsets(&unfed);
+        // Each drained partition is restarted with a new actor: where it should read, or, when
+        // it could not be positioned there, held with the error in plain sight, so it never
+        // drops out of the supervisor, the checkpoint and the metrics.
+        let restarts: Vec<Restarting> = targets
+            .iter()
+            .filter_map(|target| {
+                let reader = readers.remove(&target.assignment.partition)?;
+                let resume = resume_of(&resumes, target.assignment.partition, &reader);
+                let committed = committed
+                    .get(&target.assignment.partition)
+                    .copied()
+                    .flatten();
+                Some(self.position_for_rewind(target, reader, resume, committed))
+            })
+            .collect();
+        let (mut results, positions) = self.restart_readers(restarts);
+        self.commit_rewound(positions, ordered, &mut results);
+        results
+    }
+
+    /// Step 1: drains the targets' actors, forgets their commits, settles the commit in flight
+    /// and takes their readers out.
+    fn drain_for_rewind(&mut self, targets: &[RewindTarget]) -> Drained {
         let assignments: Vec<Assignment> = targets.iter().map(|t| t.assignment).collect();
         let partitions: Vec<i32> = assignments.iter().map(|a| a.partition).collect();
         tracing::info!(?partitions, "live rewind: draining");
@@ -81,112 +118,108 @@ impl Driver {
         self.ledger.forget(&partitions);
         // The rewound position must reach the broker after whatever is in flight.
         let ordered = self.settle_commit_in_flight(Instant::now() + FINAL_COMMIT_TIMEOUT);
-        let mut drained: BTreeMap<i32, Reader> = partitions
+        let readers = partitions
             .iter()
             .filter_map(|p| self.readers.remove(p).map(|reader| (*p, reader)))
             .collect();
-        // A partition fed nothing in its assignment and held (a failed restart, say) resumes
-        // where it is held, not from what the consumer may have fetched since.
-        let resume_of = |partition: i32, reader: &Reader| {
-            resumes
-                .get(&partition)
-                .copied()
-                .flatten()
-                .or(reader.first)
-                .or(reader.held.as_ref().and_then(|held| held.offset))
-        };
-        let unfed: Vec<i32> = drained
-            .iter()
-            .filter(|(p, reader)| resume_of(**p, reader).is_none())
-            .map(|(p, _)| *p)
-            .collect();
-        let committed = self.committed_offsets(&unfed);
-
-        let mut results = Vec::new();
-        // Each drained partition is restarted with a new actor: where it should read
-        // (`Ok`), or, when it could not be positioned there, held with the error in plain
-        // sight (`Err`), so it never drops out of the supervisor, the checkpoint and the
-        // metrics.
-        let mut restarts: Vec<(Reader, Restart, Result<(), String>)> = Vec::new();
-        for target in targets {
-            let partition = target.assignment.partition;
-            let Some(reader) = drained.remove(&partition) else {
-                continue;
-            };
-            let gap = reader.held.as_ref().and_then(|held| match held.cause {
-                HeldCause::OffsetOutOfRange { log_start, .. } => {
-                    held.offset.map(|from| (from, log_start))
-                }
-                _ => None,
-            });
-            let resume = resume_of(partition, &reader);
-            // Records before the gap that the drained actor had not resolved were dropped with
-            // it: reading must go back to them, never past them to the log's start (if they are
-            // gone too, librdkafka reports that position out of range and it is recorded).
-            let before_gap = match (gap, resume) {
-                (Some((from, _)), Some(resume)) if resume < from => Some(resume),
-                _ => None,
-            };
-            let plan = match gap.filter(|_| before_gap.is_none()) {
-                // librdkafka stopped fetching the partition at the reset: it must be started
-                // again at the log's start (or an earlier target), never left where it is.
-                Some((from, known_start)) => {
-                    let log_start = self
-                        .consumer
-                        .fetch_watermarks(&self.topic, partition, SEEK_TIMEOUT)
-                        .ok()
-                        .map(|(start, _)| start)
-                        .or(known_start);
-                    match log_start {
-                        Some(log_start) => restart_past_gap(from, log_start, target.target),
-                        None => {
-                            let plan = restart(Some(from), None, target.target);
-                            let why = "the partition's log start is not known".to_owned();
-                            tracing::error!(partition, error = %why, "live rewind: cannot restart a held gap");
-                            restarts.push((reader, plan, Err(why)));
-                            continue;
-                        }
-                    }
-                }
-                None => {
-                    let committed = committed.get(&partition).copied().flatten();
-                    restart(resume, committed, target.target)
-                }
-            };
-            // librdkafka stopped fetching a partition at an offset reset: only a restart of its
-            // fetching moves it, and it must move even when the rewind keeps its position.
-            let positioned = match (plan.seek, gap) {
-                (Some(offset), _) => self.reposition(partition, offset, gap.is_some()),
-                (None, Some((from, _))) => self.reposition(partition, resume.unwrap_or(from), true),
-                (None, None) => Ok(()),
-            };
-            match &positioned {
-                Ok(()) => {
-                    tracing::info!(partition, decision = ?plan.decision, seek = plan.seek, "live rewind: restarting");
-                    if let (Some((from, _)), Some(to), None) = (gap, plan.seek, before_gap) {
-                        self.ports.resets_resumed.do_send(OffsetResetResumed {
-                            partition,
-                            from,
-                            to,
-                            by: "live rewind",
-                        });
-                    }
-                }
-                Err(error) => tracing::error!(
-                    partition,
-                    offset = plan.seek,
-                    error = %error,
-                    "live rewind: the partition could not be positioned; it is held, shown with \
-                     the error, until a live rewind succeeds or it is assigned again"
-                ),
-            }
-            restarts.push((reader, plan, positioned));
+        Drained {
+            readers,
+            resumes,
+            ordered,
         }
+    }
 
+    /// Step 2: decides where a drained partition reads from now and moves its fetch position
+    /// there; the error, if it could not be moved.
+    fn position_for_rewind(
+        &mut self,
+        target: &RewindTarget,
+        reader: Reader,
+        resume: Option<i64>,
+        committed: Option<i64>,
+    ) -> Restarting {
+        let partition = target.assignment.partition;
+        let gap = reader.held.as_ref().and_then(|held| match held.cause {
+            HeldCause::OffsetOutOfRange { log_start, .. } => held.offset.map(|from| (from, log_start)),
+            _ => None,
+        });
+        // Records before the gap that the drained actor had not resolved were dropped with
+        // it: reading must go back to them, never past them to the log's start (if they are
+        // gone too, librdkafka reports that position out of range and it is recorded).
+        let before_gap = match (gap, resume) {
+            (Some((from, _)), Some(resume)) if resume < from => Some(resume),
+            _ => None,
+        };
+        let plan = match gap.filter(|_| before_gap.is_none()) {
+            // librdkafka stopped fetching the partition at the reset: it must be started
+            // again at the log's start (or an earlier target), never left where it is.
+            Some((from, known_start)) => {
+                let log_start = self
+                    .consumer
+                    .fetch_watermarks(&self.topic, partition, SEEK_TIMEOUT)
+                    .ok()
+                    .map(|(start, _)| start)
+                    .or(known_start);
+                match log_start {
+                    Some(log_start) => restart_past_gap(from, log_start, target.target),
+                    None => {
+                        let plan = restart(Some(from), None, target.target);
+                        let why = "the partition's log start is not known".to_owned();
+                        tracing::error!(partition, error = %why, "live rewind: cannot restart a held gap");
+                        return Restarting {
+                            reader,
+                            plan,
+                            positioned: Err(why),
+                        };
+                    }
+                }
+            }
+            None => restart(resume, committed, target.target),
+        };
+        // librdkafka stopped fetching a partition at an offset reset: only a restart of its
+        // fetching moves it, and it must move even when the rewind keeps its position.
+        let positioned = match (plan.seek, gap) {
+            (Some(offset), _) => self.reposition(partition, offset, gap.is_some()),
+            (None, Some((from, _))) => self.reposition(partition, resume.unwrap_or(from), true),
+            (None, None) => Ok(()),
+        };
+        match &positioned {
+            Ok(()) => {
+                tracing::info!(partition, decision = ?plan.decision, seek = plan.seek, "live rewind: restarting");
+                if let (Some((from, _)), Some(to), None) = (gap, plan.seek, before_gap) {
+                    self.ports.resets_resumed.do_send(OffsetResetResumed {
+                        partition,
+                        from,
+                        to,
+                        by: "live rewind",
+                    });
+                }
+            }
+            Err(error) => tracing::error!(
+                partition,
+                offset = plan.seek,
+                error = %error,
+                "live rewind: the partition could not be positioned; it is held, shown with \
+                 the error, until a live rewind succeeds or it is assigned again"
+            ),
+        }
+        Restarting {
+            reader,
+            plan,
+            positioned,
+        }
+    }
+
+    /// Step 3: new assignments and actors for the positioned partitions; each partition's
+    /// result, and the rewound positions to commit.
+    fn restart_readers(
+        &mut self,
+        restarts: Vec<Restarting>,
+    ) -> (Vec<LiveRewound>, Vec<CommitPosition>) {
         let mut assignments = Vec::new();
-        for (reader, _, _) in &restarts {
+        for restarting in &restarts {
             assignments.push(Assignment {
-                partition: reader.assignment.partition,
+                partition: restarting.reader.assignment.partition,
                 generation: self.next_generation,
             });
             self.next_generation += 1;
@@ -200,8 +233,14 @@ impl Driver {
         .into_iter()
         .map(|(assignment, sink)| (assignment.partition, (assignment, sink)))
         .collect();
+        let mut results = Vec::new();
         let mut positions = Vec::new();
-        for (reader, plan, positioned) in restarts {
+        for Restarting {
+            reader,
+            plan,
+            positioned,
+        } in restarts
+        {
             let partition = reader.assignment.partition;
             let Some((assignment, sink)) = sinks.get(&partition).cloned() else {
                 results.push(LiveRewound::failed(
@@ -222,21 +261,10 @@ impl Driver {
                 (Ok(()), None) => reader.held.clone(),
                 _ => None,
             };
+            let initial_credit = self.settings.initial_credit;
             self.readers.insert(
                 partition,
-                Reader {
-                    assignment,
-                    queue: reader.queue,
-                    sink,
-                    demand: self.settings.initial_credit,
-                    accounted: None,
-                    first: None,
-                    trust,
-                    unchecked: true,
-                    held: None,
-                    failing: false,
-                    read_again: None,
-                },
+                Reader::new(assignment, reader.queue, sink, initial_credit, trust),
             );
             if let Err(error) = positioned {
                 let offset = plan.seek;
@@ -278,33 +306,45 @@ impl Driver {
                 pending: None,
             });
         }
-        if !positions.is_empty() {
-            let pending = if ordered {
-                self.commit_ahead(positions.clone())
-            } else {
-                // Sent behind the unanswered commit, never before it: a late answer to that
-                // one must not undo the rewound position.
-                self.ledger.request(positions.clone());
-                Some(
-                    "the rewound offset is queued behind an earlier commit that is still \
-                     unanswered; it is committed once that one is answered (until then a \
-                     restart would read from the offset committed before)"
-                        .to_owned(),
-                )
-            };
-            if let Some(why) = pending {
-                tracing::warn!(?positions, pending = %why, "live rewind: rewound offset not committed yet");
-                for result in &mut results {
-                    if positions
-                        .iter()
-                        .any(|p| p.assignment.partition == result.partition)
-                    {
-                        result.pending = Some(why.clone());
-                    }
+        (results, positions)
+    }
+
+    /// Step 4: commits the rewound positions ahead of anything queued (`ordered`: the commit in
+    /// flight was answered), or queues them behind it; marks the results pending, with why,
+    /// when they are not committed yet.
+    fn commit_rewound(
+        &mut self,
+        positions: Vec<CommitPosition>,
+        ordered: bool,
+        results: &mut [LiveRewound],
+    ) {
+        if positions.is_empty() {
+            return;
+        }
+        let pending = if ordered {
+            self.commit_ahead(positions.clone())
+        } else {
+            // Sent behind the unanswered commit, never before it: a late answer to that
+            // one must not undo the rewound position.
+            self.ledger.request(positions.clone());
+            Some(
+                "the rewound offset is queued behind an earlier commit that is still \
+                 unanswered; it is committed once that one is answered (until then a \
+                 restart would read from the offset committed before)"
+                    .to_owned(),
+            )
+        };
+        if let Some(why) = pending {
+            tracing::warn!(?positions, pending = %why, "live rewind: rewound offset not committed yet");
+            for result in results.iter_mut() {
+                if positions
+                    .iter()
+                    .any(|p| p.assignment.partition == result.partition)
+                {
+                    result.pending = Some(why.clone());
                 }
             }
         }
-        results
     }
 
     /// Moves `partition`'s fetch position to `offset`: a seek, and if that fails (librdkafka
@@ -378,4 +418,34 @@ impl Driver {
             }
         }
     }
+}
+
+/// What draining a live rewind's partitions left (step 1).
+struct Drained {
+    /// The drained partitions' readers.
+    readers: BTreeMap<i32, Reader>,
+    /// Per partition, where its drained actor says reading must resume.
+    resumes: BTreeMap<i32, Option<i64>>,
+    /// Whether the commit in flight was answered (a rewound position may be sent ahead).
+    ordered: bool,
+}
+
+/// A drained partition on its way to a new actor (step 2's result): where it reads, and
+/// whether its fetch position could be moved there.
+struct Restarting {
+    reader: Reader,
+    plan: Restart,
+    positioned: Result<(), String>,
+}
+
+/// Where a drained partition resumes: the first offset its actor did not resolve; or, fed
+/// nothing in its assignment, the first offset handed to it; or, held (a failed restart, say),
+/// where it is held, not what the consumer may have fetched since.
+fn resume_of(resumes: &BTreeMap<i32, Option<i64>>, partition: i32, reader: &Reader) -> Option<i64> {
+    resumes
+        .get(&partition)
+        .copied()
+        .flatten()
+        .or(reader.first)
+        .or(reader.held.as_ref().and_then(|held| held.offset))
 }

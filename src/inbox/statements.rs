@@ -1,0 +1,26 @@
+//! The inbox's writes, each written once: an event's marker and history row, and a dead letter.
+//!
+//! Each takes arrays, one element per row, so that the SPEC §4 path (one event, arrays of one)
+//! and the batched transaction run the same SQL.
+
+/// SPEC §3 step 1, plus where each marker was first seen (migration V2): the ids that come
+/// back are the markers this transaction inserted.
+pub const TRY_INBOX: &str = "INSERT INTO inbox (event_id, first_partition, first_offset, first_seen_at) \
+     SELECT event_id, first_partition, first_offset, now() \
+     FROM unnest($1::text[], $2::int[], $3::bigint[]) \
+          AS batch (event_id, first_partition, first_offset) \
+     ON CONFLICT (event_id) DO NOTHING \
+     RETURNING event_id";
+
+/// SPEC §3 step 2, for the events whose marker is new.
+pub const SAVE_HISTORY: &str = "INSERT INTO history_events \
+     (event_id, ticket_id, from_status, to_status, changed_at) \
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])";
+
+/// Records that can never succeed, idempotently on their position: the rows affected are the
+/// letters that are new.
+pub const STORE_DEAD_LETTERS: &str = "INSERT INTO dead_letters \
+     (topic, kafka_partition, kafka_offset, record_key, payload, reason, message) \
+     SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bytea[], $5::bytea[], \
+                          $6::text[], $7::text[]) \
+     ON CONFLICT (topic, kafka_partition, kafka_offset) DO NOTHING";
