@@ -28,13 +28,13 @@ pub async fn insert(client: &Object, letter: &DeadLetter) -> Result<bool, PgInbo
         .execute(
             &statement,
             &[
-                &[letter.topic.as_str()],
-                &[letter.partition],
-                &[letter.offset],
-                &[letter.key.as_deref()],
-                &[letter.payload.as_deref()],
-                &[letter.rejection.reason.as_str()],
-                &[letter.rejection.message.as_str()],
+                &[letter.topic.as_str()].as_slice(),
+                &[letter.partition].as_slice(),
+                &[letter.offset].as_slice(),
+                &[letter.key.as_deref()].as_slice(),
+                &[letter.payload.as_deref()].as_slice(),
+                &[letter.rejection.reason.as_str()].as_slice(),
+                &[letter.rejection.message.as_str()].as_slice(),
             ],
         )
         .await

@@ -48,10 +48,11 @@ impl InboxRepository for PgInbox {
         let failed = PgInboxError::at(Step::InsertMarker);
         let statement = connection.prepare_cached(TRY_INBOX).await.map_err(failed)?;
         // The batch's statement with arrays of one: the same SQL for one event and for many.
+        let (ids, partitions, offsets) = ([event_id], [origin.partition], [origin.offset]);
         let row = connection
             .query_opt(
                 &statement,
-                &[&[event_id], &[origin.partition], &[origin.offset]],
+                &[&ids.as_slice(), &partitions.as_slice(), &offsets.as_slice()],
             )
             .await
             .map_err(PgInboxError::at(Step::InsertMarker))?;
@@ -69,11 +70,11 @@ impl InboxRepository for PgInbox {
             .execute(
                 &statement,
                 &[
-                    &[event.event_id.as_str()],
-                    &[event.ticket_id.as_str()],
-                    &[event.from_status.as_str()],
-                    &[event.to_status.as_str()],
-                    &[event.changed_at],
+                    &[event.event_id.as_str()].as_slice(),
+                    &[event.ticket_id.as_str()].as_slice(),
+                    &[event.from_status.as_str()].as_slice(),
+                    &[event.to_status.as_str()].as_slice(),
+                    &[event.changed_at].as_slice(),
                 ],
             )
             .await
