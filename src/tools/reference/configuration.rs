@@ -61,9 +61,9 @@ tests/it/reference.rs fails while this page differs. -->
 
 Every flag of every command, as `history-consumer <command> --help` shows it. A flag with an
 environment variable can be set through either; the flag wins. Durations are written with
-their unit: `250ms`, `40s`, `2m`, `1h 30m` (a bare number is refused). Secrets (the database
-URL, passwords, the admin token) never appear in logs or in `--help`. Every command also takes
-`-h, --help`; the binary takes `-V, --version`.
+their unit: `250ms`, `40s`, `2m`, `1h 30m` (a bare number is refused). The database URL and
+the admin token never appear in logs or `Debug` output. Every command also takes `-h, --help`;
+the binary takes `-V, --version`.
 
 An invalid value stops the start with the setting named, e.g. `invalid configuration:
 --drain-timeout / HISTORY_DRAIN_TIMEOUT: 9s must be shorter than session.timeout.ms (6s)`.
