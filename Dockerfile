@@ -44,7 +44,7 @@ RUN apt-get update \
 COPY --from=builder /usr/local/bin/history-consumer /usr/local/bin/history-consumer
 USER 10001:10001
 # The admin UI and /metrics with the health endpoints on ports of their own: publish 9100 to
-# Prometheus and keep 8080 private (see README, "Admin surface and security").
+# Prometheus and keep 8080 private (see docs/admin.md, "Admin surface and security").
 ENV HISTORY_ADMIN_ADDR=0.0.0.0:8080 \
     HISTORY_METRICS_ADDR=0.0.0.0:9100
 EXPOSE 8080 9100

@@ -1,5 +1,6 @@
 //! The binary's command line: the service's commands (`run`, `migrate`), the recovery commands
-//! (`verify`, `rewind`) and, with the `tools` feature, the tools' (`demo`, `produce`, `bench`).
+//! (`verify`, `rewind`) and, with the `tools` feature, the tools' (`demo`, `produce`, `bench`,
+//! and the hidden `docs`).
 
 use clap::{Parser, Subcommand};
 
@@ -7,6 +8,8 @@ use crate::config::recovery::{RewindArgs, VerifyArgs};
 use crate::config::{MigrateArgs, RunArgs, key};
 #[cfg(feature = "tools")]
 use crate::tools::args::{BenchArgs, DemoArgs, ProduceArgs};
+#[cfg(feature = "tools")]
+use crate::tools::reference::DocsArgs;
 
 /// Consumes ticket status events from Kafka into an exactly-one-row-per-event PostgreSQL
 /// projection through a transactional inbox.
@@ -51,6 +54,11 @@ pub enum Command {
     /// database down, with nothing running: an embedded Kafka, a throwaway PostgreSQL with
     /// fsync on; prints tables, judges the targets and writes BENCHMARKS.md with its plots.
     Bench(BenchArgs),
+    #[cfg(feature = "tools")]
+    /// Print a generated page of docs/ (configuration, metrics); scripts/docs-generate writes
+    /// them.
+    #[command(hide = true)]
+    Docs(DocsArgs),
 }
 
 impl Cli {
@@ -64,7 +72,7 @@ impl Cli {
             #[cfg(feature = "tools")]
             (None, Command::Demo(_) | Command::Bench(_)) => "error",
             #[cfg(feature = "tools")]
-            (None, Command::Produce(_)) => "warn",
+            (None, Command::Produce(_) | Command::Docs(_)) => "warn",
         }
     }
 }

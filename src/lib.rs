@@ -27,8 +27,8 @@
 //! 11. [`admin`]: the HTTP server (pages, JSON API, actions, health, metrics).
 //! 12. [`startup`]: the wiring; [`cli`]: the binary's command line.
 //!
-//! Beside them, [`tools`] (feature `tools`): `demo`, `bench`, `produce` and the throwaway
-//! PostgreSQL server. The service never uses them.
+//! Beside them, [`tools`] (feature `tools`): `demo`, `bench`, `produce`, the throwaway
+//! PostgreSQL server and the generated pages of `docs/`. The service never uses them.
 
 pub mod actors;
 pub mod admin;

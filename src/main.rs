@@ -58,6 +58,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             #[cfg(feature = "tools")]
             Command::Bench(args) => history_consumer::tools::bench::run(args).await?,
             #[cfg(feature = "tools")]
+            Command::Docs(args) => print!("{}", args.page.render()?),
+            #[cfg(feature = "tools")]
             Command::Produce(args) => {
                 history_consumer::tools::produce::run(args).await?;
             }

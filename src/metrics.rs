@@ -2,6 +2,7 @@
 //! `history_*` with units; labels come from bounded sets only (partition, outcome, cause,
 //! reason, result, kind, method), never from event ids.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,37 +48,85 @@ struct Families {
 pub struct Metrics {
     registry: Registry,
     families: Arc<Families>,
+    described: Arc<[FamilyDescription]>,
 }
 
-fn register<C: prometheus::core::Collector + Clone + 'static>(
-    registry: &Registry,
-    collector: C,
-) -> C {
-    registry
-        .register(Box::new(collector.clone()))
-        .expect("metric names are unique");
+/// One metric family of the service as it is registered: what `docs/metrics.md` lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyDescription {
+    pub name: String,
+    /// `counter`, `gauge`, `histogram`, `summary` or `untyped`.
+    pub kind: &'static str,
+    pub help: String,
+    /// The labels of its series, in order; none for a single series.
+    pub labels: Vec<String>,
+}
+
+/// The registry being filled, with a description of every family registered, in order.
+struct Registering {
+    registry: Registry,
+    described: RefCell<Vec<FamilyDescription>>,
+}
+
+impl Registering {
+    fn register<C: prometheus::core::Collector + Clone + 'static>(&self, collector: C) -> C {
+        self.described.borrow_mut().extend(describe(&collector));
+        self.registry
+            .register(Box::new(collector.clone()))
+            .expect("metric names are unique");
+        collector
+    }
+}
+
+/// The families of `collector`: names, help and labels from its descriptions, types from what
+/// it collects (a family without series yet is collected too, empty, with its type).
+fn describe(collector: &dyn prometheus::core::Collector) -> Vec<FamilyDescription> {
+    let collected = collector.collect();
     collector
+        .desc()
+        .into_iter()
+        .map(|desc| FamilyDescription {
+            name: desc.fq_name.clone(),
+            kind: collected
+                .iter()
+                .find(|family| family.name() == desc.fq_name)
+                .map_or("untyped", |family| kind_name(family.get_field_type())),
+            help: desc.help.clone(),
+            labels: desc.variable_labels.clone(),
+        })
+        .collect()
+}
+
+fn kind_name(kind: prometheus::proto::MetricType) -> &'static str {
+    use prometheus::proto::MetricType;
+    match kind {
+        MetricType::COUNTER => "counter",
+        MetricType::GAUGE => "gauge",
+        MetricType::HISTOGRAM => "histogram",
+        MetricType::SUMMARY => "summary",
+        MetricType::UNTYPED => "untyped",
+    }
 }
 
 impl Metrics {
     /// Creates the metrics on a new private registry (with process metrics where supported).
     pub fn new() -> Metrics {
         let registry = Registry::new();
+        // The process's own metrics are the prometheus crate's, not described with ours.
         #[cfg(target_os = "linux")]
         {
             let process = prometheus::process_collector::ProcessCollector::for_self();
             let _ = registry.register(Box::new(process));
         }
-        let r = &registry;
+        let r = &Registering {
+            registry,
+            described: RefCell::new(Vec::new()),
+        };
         let counter = |name: &str, help: &str, labels: &[&str]| {
-            register(
-                r,
-                IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
-            )
+            r.register(IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"))
         };
         let gauge = |name: &str, help: &str| {
-            register(
-                r,
+            r.register(
                 IntGaugeVec::new(Opts::new(name, help), &["partition"]).expect("valid metric"),
             )
         };
@@ -115,8 +164,7 @@ impl Metrics {
                 "history_unknown_backlog_records",
                 "Records whose outcome is Unknown and that wait for a retry.",
             ),
-            oldest_unknown: register(
-                r,
+            oldest_unknown: r.register(
                 prometheus::GaugeVec::new(
                     Opts::new(
                         "history_oldest_unknown_age_seconds",
@@ -156,8 +204,7 @@ impl Metrics {
                 "1 while dead-lettering is stopped on the partition: more records in a row than \
                  --max-consecutive-rejections were rejected by the database; they wait as Unknown.",
             ),
-            lag_seconds: register(
-                r,
+            lag_seconds: r.register(
                 prometheus::GaugeVec::new(
                     Opts::new(
                         "history_lag_seconds",
@@ -167,8 +214,7 @@ impl Metrics {
                 )
                 .expect("valid metric"),
             ),
-            transaction: register(
-                r,
+            transaction: r.register(
                 HistogramVec::new(
                     HistogramOpts::new(
                         "history_transaction_duration_seconds",
@@ -192,8 +238,7 @@ impl Metrics {
                 "Rebalance callbacks by kind (assign, revoke, lost).",
                 &["kind"],
             ),
-            kafka_errors: register(
-                r,
+            kafka_errors: r.register(
                 IntCounter::new(
                     "history_kafka_errors_total",
                     "Errors reported by the Kafka client (broker down, timeouts, ...).",
@@ -206,8 +251,7 @@ impl Metrics {
                  reports an identical error of a broker again only after 30 s.",
                 &["cause"],
             ),
-            kafka_connection_failing: register(
-                r,
+            kafka_connection_failing: r.register(
                 IntGaugeVec::new(
                     Opts::new(
                         "history_kafka_connection_failing",
@@ -223,8 +267,7 @@ impl Metrics {
                 "Admin tokens refused, by how they were presented (sign_in, bearer) and why (wrong_token, throttled).",
                 &["method", "reason"],
             ),
-            admin_anonymous_reads_refused: register(
-                r,
+            admin_anonymous_reads_refused: r.register(
                 IntCounter::new(
                     "history_admin_anonymous_reads_refused_total",
                     "Admin page loads refused because readers who did not sign in exceeded their limit.",
@@ -254,9 +297,15 @@ impl Metrics {
             families.commits.with_label_values(&[result]);
         }
         Metrics {
-            registry,
+            registry: r.registry.clone(),
             families: Arc::new(families),
+            described: r.described.take().into(),
         }
+    }
+
+    /// Every `history_*` family, in the order registered: name, type, help and labels.
+    pub fn described(&self) -> &[FamilyDescription] {
+        &self.described
     }
 
     /// The registry, for the exporter and for tests.

@@ -164,11 +164,11 @@ fn inside_the_actors_messages_and_status_sit_below_the_actors() {
     );
 }
 
-/// The modules a numbered item of the README's layout section names by path (`src/domain/`,
-/// `src/watermark.rs`), item by item.
-fn readme_layers() -> Vec<Vec<String>> {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let text = std::fs::read_to_string(readme).expect("README.md");
+/// The modules a numbered item of the layout section of `docs/architecture.md` names by path
+/// (`src/domain/`, `src/watermark.rs`), item by item.
+fn documented_layers() -> Vec<Vec<String>> {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    let text = std::fs::read_to_string(page).expect("docs/architecture.md");
     let section = text
         .split("\n## Layout\n")
         .nth(1)
@@ -209,7 +209,7 @@ fn readme_layers() -> Vec<Vec<String>> {
 }
 
 #[test]
-fn the_readme_draws_the_same_layers_as_lib_rs() {
+fn the_architecture_page_draws_the_same_layers_as_lib_rs() {
     let modules = |layers: Vec<Vec<String>>| -> Vec<Vec<String>> {
         layers
             .into_iter()
@@ -219,5 +219,5 @@ fn the_readme_draws_the_same_layers_as_lib_rs() {
             })
             .collect()
     };
-    assert_eq!(modules(readme_layers()), modules(layers()));
+    assert_eq!(modules(documented_layers()), modules(layers()));
 }

@@ -33,6 +33,7 @@ mod process;
 mod produce;
 mod readiness;
 mod recovery;
+mod reference;
 mod rejections;
 mod remedies;
 mod resilience;

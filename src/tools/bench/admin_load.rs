@@ -39,7 +39,7 @@ use crate::tools::args::BenchArgs;
 pub const PAGE: &str = "/dead-letters";
 /// Concurrent clients, more than the admin pages' pool has connections.
 const CLIENTS: usize = 4;
-/// The bound the README states: with the load, at least this share of the throughput ...
+/// The bound docs/admin.md states: with the load, at least this share of the throughput ...
 pub const BOUND_THROUGHPUT: f64 = 0.7;
 /// ... and at most this multiple of the p99 produce-to-commit latency.
 pub const BOUND_P99: f64 = 2.0;
