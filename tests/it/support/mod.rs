@@ -3,6 +3,7 @@
 //! connections, Kafka over TLS and with SASL. Nothing here is a test; every test module imports from here.
 
 pub mod app;
+pub mod faults;
 pub mod helpers;
 pub mod http;
 pub mod kafka;
