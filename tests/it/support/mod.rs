@@ -7,6 +7,7 @@ pub mod faults;
 pub mod helpers;
 pub mod http;
 pub mod kafka;
+pub mod metrics;
 pub mod proxy;
 pub mod raw_batch;
 pub mod sasl_kafka;
