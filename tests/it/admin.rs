@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{test_database, unique_name, wait_for};
-use crate::support::http::{get, post_form, request};
+use crate::support::http::{csrf_of, get, post_form, request, sign_in};
 use crate::support::kafka::{TestKafka, payload, story_900, story_901};
 
 use crate::support::app::ADMIN_TOKEN as TOKEN;
@@ -25,17 +25,12 @@ fn encode(segment: &str) -> String {
         .collect()
 }
 
-/// Signs in through the login form; the session cookie and the page's CSRF token.
-pub async fn sign_in(addr: &str, partition: i32) -> (String, String) {
-    let response = post_form(addr, "/login", None, &format!("token={TOKEN}&next=%2F")).await;
-    assert_eq!(response.status, 303, "{}", response.body);
-    let set_cookie = response
-        .header("set-cookie")
-        .expect("a session cookie")
-        .to_owned();
+/// Signs in (an HttpOnly, SameSite=Strict session cookie); the session cookie and the CSRF
+/// token of the signed-in partition page, for the partition's action forms.
+pub async fn sign_in_to_act(addr: &str, partition: i32) -> (String, String) {
+    let (cookie, set_cookie) = sign_in(addr).await;
     assert!(set_cookie.contains("HttpOnly"), "{set_cookie}");
     assert!(set_cookie.contains("SameSite=Strict"), "{set_cookie}");
-    let cookie = set_cookie.split(';').next().unwrap().to_owned();
     let page = request(
         addr,
         "GET",
@@ -45,14 +40,7 @@ pub async fn sign_in(addr: &str, partition: i32) -> (String, String) {
     )
     .await;
     assert_eq!(page.status, 200);
-    let csrf = page
-        .body
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("a CSRF field on the signed-in partition page")
-        .to_owned();
-    (cookie, csrf)
+    (cookie, csrf_of(&page.body))
 }
 
 async fn story(kafka: &TestKafka) {
@@ -157,7 +145,7 @@ async fn actions_need_the_token_a_csrf_token_and_an_owned_partition() {
     assert!(bad_login.body.contains("the admin token is wrong"));
 
     // A session without its CSRF token is refused.
-    let (cookie, csrf) = sign_in(&addr, 0).await;
+    let (cookie, csrf) = sign_in_to_act(&addr, 0).await;
     let forged = post_form(
         &addr,
         "/partitions/0/actions/pause",
@@ -322,7 +310,7 @@ async fn bad_paths_and_parameters_get_a_4xx_with_a_message() {
             response.body
         );
     }
-    let (cookie, csrf) = sign_in(&addr, 0).await;
+    let (cookie, csrf) = sign_in_to_act(&addr, 0).await;
     let unknown = post_form(
         &addr,
         "/partitions/0/actions/explode",
@@ -410,12 +398,7 @@ async fn metrics_match_the_source_documents_story_and_pass_promtool() {
     )
     .await;
     let value = |name: &str, labels: &[&str]| -> Option<f64> {
-        exposition
-            .lines()
-            .filter(|l| l.starts_with(&format!("{name}{{")))
-            .find(|l| labels.iter().all(|label| l.contains(label)))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
+        crate::support::metrics::values(&exposition, &format!("{name}{{"), labels).next()
     };
     assert_eq!(
         value(

@@ -13,8 +13,9 @@ use history_consumer::admin::{ADMIN_WORKER_NICE, OVER_LIMIT_DELAY};
 
 use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
-use crate::support::http::{Response, get, post_form, request, request_from};
+use crate::support::http::{Response, csrf_of, get, post_form, request, request_from, sign_in};
 use crate::support::kafka::TestKafka;
+use crate::support::metrics;
 
 use crate::support::app::ADMIN_TOKEN as TOKEN;
 
@@ -35,18 +36,6 @@ async fn app_with(
     app
 }
 
-/// Signs in; the `name=value` of the session cookie and the whole `Set-Cookie` line.
-async fn sign_in(addr: &str) -> (String, String) {
-    let response = post_form(addr, "/login", None, &format!("token={TOKEN}&next=%2F")).await;
-    assert_eq!(response.status, 303, "{}", response.body);
-    let set_cookie = response
-        .header("set-cookie")
-        .expect("a session cookie")
-        .to_owned();
-    let cookie = set_cookie.split(';').next().unwrap().to_owned();
-    (cookie, set_cookie)
-}
-
 async fn get_with_cookie(addr: &str, path: &str, cookie: &str) -> Response {
     request(addr, "GET", path, &[("Cookie", cookie)], "").await
 }
@@ -56,21 +45,6 @@ async fn signed_in(addr: &str, cookie: &str) -> bool {
     let page = get_with_cookie(addr, "/partitions/0", cookie).await;
     assert_eq!(page.status, 200, "{}", page.body);
     page.body.contains("name=\"csrf\"")
-}
-
-fn csrf_of(page: &str) -> String {
-    page.split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("a CSRF field")
-        .to_owned()
-}
-
-/// The value of a counter series in an exposition.
-fn series(exposition: &str, name_and_labels: &str) -> Option<f64> {
-    exposition
-        .lines()
-        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
 }
 
 #[actix_web::test]
@@ -494,7 +468,7 @@ async fn wrong_tokens_are_throttled_per_address_and_counted_by_method() {
 
     let exposition = get(&addr, "/metrics").await.body;
     let count = |labels: &str| {
-        series(
+        metrics::value(
             &exposition,
             &format!("history_admin_auth_failures_total{{{labels}}}"),
         )
@@ -558,7 +532,7 @@ async fn wrong_tokens_from_many_addresses_meet_the_global_limit() {
     assert!(throttled.body.contains("too many wrong admin tokens"));
     let exposition = get(&addr, "/metrics").await.body;
     assert_eq!(
-        series(
+        metrics::value(
             &exposition,
             "history_admin_auth_failures_total{method=\"bearer\",reason=\"wrong_token\"}"
         ),
@@ -845,7 +819,7 @@ async fn another_authorization_scheme_falls_through_to_the_session() {
     assert!(api.body.contains("Authorization: Bearer"), "{}", api.body);
     let exposition = get(&addr, "/metrics").await.body;
     assert_eq!(
-        series(
+        metrics::value(
             &exposition,
             "history_admin_auth_failures_total{method=\"bearer\",reason=\"wrong_token\"}"
         ),
@@ -939,7 +913,8 @@ async fn anonymous_page_loads_are_limited_per_address_and_in_all_but_signed_in_o
     let exposition = get(&app.handle.metrics_addr.to_string(), "/metrics")
         .await
         .body;
-    let refusals = series(&exposition, "history_admin_anonymous_reads_refused_total").unwrap();
+    let refusals =
+        metrics::value(&exposition, "history_admin_anonymous_reads_refused_total").unwrap();
     assert!(refusals >= 2.0, "{refusals}");
     app.shutdown().await;
 }

@@ -172,14 +172,7 @@ async fn plain_http_responses_carry_no_hsts_and_a_cookie_secure_only_when_asked(
         assert_eq!(response.status, 200, "{path}");
         assert_eq!(response.header("strict-transport-security"), None, "{path}");
     }
-    let signed_in = crate::support::http::post_form(
-        &admin,
-        "/login",
-        None,
-        &format!("token={ADMIN_TOKEN}&next=%2F"),
-    )
-    .await;
-    let set_cookie = signed_in.header("set-cookie").expect("a session cookie");
+    let (_, set_cookie) = crate::support::http::sign_in(&admin).await;
     assert!(!set_cookie.contains("Secure"), "{set_cookie}");
     app.shutdown().await;
 }
@@ -344,9 +337,7 @@ async fn chromium_signs_in_and_loads_the_overview_over_https() {
 
     let browser = Browser::start_with(&[trust_only(&server.cert)]).await;
     browser.goto(&format!("https://{admin}/")).await;
-    browser.wait_for_element("#token").await;
-    browser.type_into("#token", ADMIN_TOKEN).await;
-    browser.click("#sign-in").await;
+    browser.sign_in(ADMIN_TOKEN).await;
     browser.wait_for_element("#partition-rows").await;
     assert_eq!(browser.current_url().await, format!("https://{admin}/"));
     assert_eq!(

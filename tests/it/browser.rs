@@ -10,6 +10,7 @@ use std::time::Duration;
 use history_consumer::stuck::StuckRules;
 
 use crate::support::app::{ADMIN_TOKEN, spawn_app_with, test_settings};
+use crate::support::faults::{held_poison, refuse_rows};
 use crate::support::helpers::{own_database, test_database};
 use crate::support::helpers::{unique_name, wait_for};
 use crate::support::http::get;
@@ -103,9 +104,7 @@ async fn an_operator_finds_the_stuck_partition_signs_in_and_heals_it_with_retry_
 
     cluster.restart().expect("restart postgres");
     browser.click("#sign-in-to-act").await;
-    browser.wait_for_element("#token").await;
-    browser.type_into("#token", ADMIN_TOKEN).await;
-    browser.click("#sign-in").await;
+    browser.sign_in(ADMIN_TOKEN).await;
     // Signed in and back on the partition page, where the actions now are.
     browser.wait_for_element("#retry-now").await;
     assert!(
@@ -175,8 +174,7 @@ async fn with_read_auth_the_browser_signs_in_first_and_lands_on_the_page_it_aske
         "{}",
         browser.current_url().await
     );
-    browser.type_into("#token", ADMIN_TOKEN).await;
-    browser.click("#sign-in").await;
+    browser.sign_in(ADMIN_TOKEN).await;
     browser.wait_for_element("#dead-letters").await;
     assert!(
         browser
@@ -201,7 +199,7 @@ async fn number(browser: &Browser, css: &str) -> i64 {
 #[actix_web::test]
 async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in_the_browser() {
     let db = test_database().await;
-    crate::remedies::hold_poison(&db).await;
+    held_poison().install(&db).await;
     let kafka = TestKafka::start(1);
     let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
     settings.runtime.stuck = StuckRules {
@@ -260,9 +258,7 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
         .await;
 
     browser.click("#sign-in-to-act").await;
-    browser.wait_for_element("#token").await;
-    browser.type_into("#token", ADMIN_TOKEN).await;
-    browser.click("#sign-in").await;
+    browser.sign_in(ADMIN_TOKEN).await;
     browser.wait_for_element("#dead-letter-1").await;
     // The comment is required: the browser refuses an empty one and stays on the page.
     browser.click("#dead-letter-1").await;
@@ -302,13 +298,7 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
     assert!(browser.find("#blocking").await.is_none());
 
     // The cause is fixed: the operator replays the letter from the dead-letter page.
-    db.pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute("DROP TRIGGER hold_poison ON history_events")
-        .await
-        .unwrap();
+    held_poison().remove(&db).await;
     browser
         .goto(&format!(
             "http://{admin}/dead-letters?partition=0&state=new"
@@ -384,7 +374,7 @@ async fn an_operator_dead_letters_a_blocking_record_and_replays_it_once_fixed_in
 #[actix_web::test]
 async fn the_overview_fits_a_1280_pixel_window_without_horizontal_scrolling() {
     let db = test_database().await;
-    crate::poison::refuse_rows(&db, "NEW.ticket_id = 'ticket-3'").await;
+    refuse_rows(&db, "NEW.ticket_id = 'ticket-3'").await;
     let kafka = TestKafka::start(4);
     let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
     // One rejection in a row engages the guard: its partition is stuck with the longest reason.

@@ -10,6 +10,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 
 use crate::support::app::spawn_app;
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name};
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, payload, wait_committed};
 use crate::support::service::ServiceProcess;
 
@@ -135,15 +136,7 @@ pub(crate) async fn wait_all_stored(db: &TestDb) {
     }
 }
 
-#[actix_web::test]
-async fn batches_of_every_codec_are_stored_once_and_committed_to_the_end_on_the_mock() {
-    batches_of_every_codec_are_stored_once_and_committed_to_the_end(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn batches_of_every_codec_are_stored_once_and_committed_to_the_end_on_tansu() {
-    batches_of_every_codec_are_stored_once_and_committed_to_the_end(Broker::Tansu).await;
-}
+on_both_brokers!(batches_of_every_codec_are_stored_once_and_committed_to_the_end);
 
 async fn batches_of_every_codec_are_stored_once_and_committed_to_the_end(broker: Broker) {
     let db = test_database().await;

@@ -9,20 +9,10 @@ use history_consumer::domain::DuplicateCause;
 
 use crate::support::app::spawn_app;
 use crate::support::helpers::{test_database, wait_for};
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, payload, story_900, story_901};
 
-#[actix_web::test]
-async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end_on_the_mock()
- {
-    the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end_on_tansu() {
-    the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end);
 
 async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_the_end(
     broker: Broker,
@@ -55,18 +45,7 @@ async fn the_source_documents_story_gives_two_rows_one_republish_and_commits_to_
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event_on_the_mock()
-{
-    ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event_on_tansu() {
-    ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event);
 
 async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique_event(
     broker: Broker,
@@ -127,18 +106,7 @@ async fn ten_thousand_events_with_ten_percent_duplicates_give_one_row_per_unique
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition_on_the_mock()
- {
-    malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition_on_tansu() {
-    malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition);
 
 async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_partition(
     broker: Broker,
@@ -207,15 +175,7 @@ async fn malformed_records_of_each_kind_are_dead_lettered_and_never_block_the_pa
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn a_graceful_shutdown_commits_the_final_watermark_on_the_mock() {
-    a_graceful_shutdown_commits_the_final_watermark(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn a_graceful_shutdown_commits_the_final_watermark_on_tansu() {
-    a_graceful_shutdown_commits_the_final_watermark(Broker::Tansu).await;
-}
+on_both_brokers!(a_graceful_shutdown_commits_the_final_watermark);
 
 async fn a_graceful_shutdown_commits_the_final_watermark(broker: Broker) {
     let db = test_database().await;

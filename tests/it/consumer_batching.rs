@@ -6,6 +6,7 @@ use std::time::Duration;
 use history_consumer::domain::DuplicateCause;
 
 use crate::support::app::{spawn_app_with, test_settings};
+use crate::support::faults::Trigger;
 use crate::support::helpers::{test_database, unique_name, wait_for};
 use crate::support::kafka::{TestKafka, numbered_event};
 
@@ -14,19 +15,11 @@ async fn a_failing_batch_is_isolated_record_by_record_so_one_bad_row_blocks_only
     let db = test_database().await;
     // The database refuses one event id with an error that may pass (not a rejection for good,
     // which would dead-letter it: see poison.rs): any transaction holding it fails.
-    db.pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute(
-            "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN IF NEW.event_id = 'event-25' THEN RAISE EXCEPTION 'poison row %', NEW.event_id USING ERRCODE = 'lock_not_available'; END IF; \
-             RETURN NEW; END $$; \
-             CREATE TRIGGER refuse_poison BEFORE INSERT ON history_events \
-             FOR EACH ROW EXECUTE FUNCTION refuse_poison();",
-        )
-        .await
-        .unwrap();
+    let poison = Trigger::before("refuse_poison", "INSERT", "history_events").refusing(
+        "NEW.event_id = 'event-25'",
+        "'poison row %', NEW.event_id USING ERRCODE = 'lock_not_available'",
+    );
+    poison.install(&db).await;
     let kafka = TestKafka::start(1);
     let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
     settings.runtime.batch_size = 64;
@@ -59,13 +52,7 @@ async fn a_failing_batch_is_isolated_record_by_record_so_one_bad_row_blocks_only
     assert_eq!(view.checkpoint.unwrap().watermark, Some(25));
     assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 49);
 
-    db.pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute("DROP TRIGGER refuse_poison ON history_events")
-        .await
-        .unwrap();
+    poison.remove(&db).await;
     app.wait_committed(&kafka, &[50]).await;
     assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 50);
     app.shutdown().await;

@@ -13,23 +13,16 @@ use history_consumer::stuck::StuckRules;
 use crate::support::app::{ADMIN_TOKEN, TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
 use crate::support::http::request;
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{
     Broker, TestKafka, Transaction, a_moment_between, numbered_event, point_in_time,
 };
 
-// On the mock this passes trivially: it keeps no commit markers, so the high watermark is one
-// past the last record. It stays as the check that the body itself is sound.
-#[actix_web::test]
-async fn a_transactional_producers_topic_is_committed_to_its_high_watermark_on_the_mock() {
-    a_transactional_producers_topic_is_committed_to_its_high_watermark(Broker::Mock).await;
-}
-
-// Before issue 10 every partition's committed offset stopped one short of its high watermark:
-// the last commit marker was never stepped over.
-#[actix_web::test]
-async fn a_transactional_producers_topic_is_committed_to_its_high_watermark_on_tansu() {
-    a_transactional_producers_topic_is_committed_to_its_high_watermark(Broker::Tansu).await;
-}
+// Before issue 10 every partition's committed offset stopped one short of its high watermark
+// on tansu: the last commit marker was never stepped over. On the mock this passes trivially:
+// it keeps no commit markers, so the high watermark is one past the last record. It stays as
+// the check that the body itself is sound.
+on_both_brokers!(a_transactional_producers_topic_is_committed_to_its_high_watermark);
 
 async fn a_transactional_producers_topic_is_committed_to_its_high_watermark(broker: Broker) {
     const PARTITIONS: i32 = 4;
@@ -52,9 +45,10 @@ async fn a_transactional_producers_topic_is_committed_to_its_high_watermark(brok
     kafka.send_transactions(transactions).await;
     let total = TRANSACTIONS * PER_TRANSACTION;
     let ends = kafka.ends().await;
-    let markers = match broker {
-        Broker::Mock => 0,
-        Broker::Tansu => TRANSACTIONS * PARTITIONS as usize,
+    let markers = if broker.writes_commit_markers() {
+        TRANSACTIONS * PARTITIONS as usize
+    } else {
+        0
     };
     assert_eq!(
         ends.iter().sum::<i64>(),
@@ -243,16 +237,7 @@ async fn member_commits_and_leaves(kafka: &TestKafka, group: &str, offsets: &[i6
     .expect("the second member")
 }
 
-#[actix_web::test]
-async fn a_partition_revoked_and_reassigned_during_a_database_fault_is_fetched_again_on_the_mock() {
-    a_partition_revoked_and_reassigned_during_a_database_fault_is_fetched_again(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn a_partition_revoked_and_reassigned_during_a_database_fault_is_fetched_again_on_tansu() {
-    a_partition_revoked_and_reassigned_during_a_database_fault_is_fetched_again(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(a_partition_revoked_and_reassigned_during_a_database_fault_is_fetched_again);
 
 /// One member stops fetching its partitions while every insert fails; a second member joins,
 /// takes some of them and leaves; they come back to the first; the fault clears. Before issue
@@ -369,19 +354,12 @@ fn fetching_stopped(app: &TestApp, partition: i32) -> bool {
 /// Makes every insert into the inbox fail with a transient error (SQLSTATE 40001,
 /// serialization_failure), or stops doing so.
 async fn inbox_fault(db: &TestDb, on: bool) {
-    const ON: &str = "
-        CREATE OR REPLACE FUNCTION injected_inbox_fault() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            RAISE EXCEPTION 'injected fault' USING ERRCODE = 'serialization_failure';
-        END $$;
-        CREATE TRIGGER injected_inbox_fault BEFORE INSERT ON inbox
-            FOR EACH ROW EXECUTE FUNCTION injected_inbox_fault();";
-    const OFF: &str = "DROP TRIGGER injected_inbox_fault ON inbox";
-    let client = db.pool.get().await.expect("a connection");
-    client
-        .batch_execute(if on { ON } else { OFF })
-        .await
-        .expect("the fault trigger");
+    let fault = crate::support::faults::inbox_fault("true");
+    if on {
+        fault.install(db).await;
+    } else {
+        fault.remove(db).await;
+    }
 }
 
 /// The member's partitions as its status and metrics show them, for failure messages.

@@ -8,6 +8,7 @@ use history_consumer::config::KafkaConnection;
 use history_consumer::kafka::group::{GroupOffsets, Membership};
 
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, produce, wait_committed};
 use crate::support::service::ServiceProcess;
 
@@ -131,17 +132,7 @@ async fn a_graceful_leave_empties_the_group_at_once_every_time_on_tansu() {
     }
 }
 
-#[actix_web::test]
-async fn a_member_restarted_again_and_again_while_joining_during_a_database_fault_owns_every_partition_within_30_s_on_tansu()
- {
-    a_member_restarted_again_and_again_while_joining_during_a_database_fault_owns_every_partition_within_30_s(Broker::Tansu).await;
-}
-
-#[actix_web::test]
-async fn a_member_restarted_again_and_again_while_joining_during_a_database_fault_owns_every_partition_within_30_s_on_the_mock()
- {
-    a_member_restarted_again_and_again_while_joining_during_a_database_fault_owns_every_partition_within_30_s(Broker::Mock).await;
-}
+on_both_brokers!(a_member_restarted_again_and_again_while_joining_during_a_database_fault_owns_every_partition_within_30_s);
 
 /// Before the driver waited for librdkafka's LeaveGroup, on tansu the member after such a
 /// series never got a partition (measured: none after 12 minutes): the first member went

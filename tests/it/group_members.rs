@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::support::app::{spawn_app_with, test_settings};
+use crate::support::faults::Trigger;
 use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
 use crate::support::kafka::{TestKafka, produce};
 
@@ -104,16 +105,9 @@ async fn a_member_publishes_itself_and_its_partitions_every_heartbeat_and_record
 #[actix_web::test]
 async fn a_member_that_cannot_write_its_heartbeat_keeps_consuming_and_publishes_once_it_can() {
     let db = test_database().await;
-    let client = db.pool.get().await.unwrap();
-    client
-        .batch_execute(
-            "CREATE FUNCTION refuse_members() RETURNS trigger LANGUAGE plpgsql AS \
-               $$ BEGIN RAISE EXCEPTION 'members refused by the test'; END $$; \
-             CREATE TRIGGER refuse_members BEFORE INSERT OR UPDATE ON group_members \
-               FOR EACH ROW EXECUTE FUNCTION refuse_members();",
-        )
-        .await
-        .unwrap();
+    let refusal = Trigger::before("refuse_members", "INSERT OR UPDATE", "group_members")
+        .refusing("true", "'members refused by the test'");
+    refusal.install(&db).await;
     let kafka = TestKafka::start(2);
     let app = spawn_app_with(fast_heartbeat(&db, &kafka)).await;
     app.wait_assigned(2).await;
@@ -121,10 +115,7 @@ async fn a_member_that_cannot_write_its_heartbeat_keeps_consuming_and_publishes_
     app.wait_committed(&kafka, &[10, 10]).await;
     assert_eq!(db.scalar("SELECT count(*) FROM group_members").await, 0);
 
-    client
-        .batch_execute("DROP TRIGGER refuse_members ON group_members")
-        .await
-        .unwrap();
+    refusal.remove(&db).await;
     wait_for(Duration::from_secs(10), "the member to publish", || async {
         (published_partitions(&db).await == vec![(0, Some(10)), (1, Some(10))]).then_some(())
     })

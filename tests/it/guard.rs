@@ -11,11 +11,13 @@ use history_consumer::inbox::guards::{self, GuardRow, Verdict};
 use history_consumer::inbox::replay::{Selection, replay_matching};
 use serde_json::Value;
 
-use crate::poison::{refuse_rows, stop_refusing};
 use crate::support::app::{TestApp, spawn_app_with, test_settings};
+use crate::support::faults::{refuse_rows, stop_refusing};
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
 use crate::support::http::get;
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, produce, wait_committed};
+use crate::support::metrics;
 use crate::support::service::ServiceProcess;
 
 /// Records rejected in a row that one partition may dead-letter.
@@ -45,15 +47,7 @@ async fn replay_and_assert_every_event_stored_once(db: &TestDb) {
 
 // ----- in process: two graceful restarts -----------------------------------------------------
 
-#[actix_web::test]
-async fn the_dead_letter_guard_stays_engaged_across_two_restarts_in_process_on_the_mock() {
-    the_dead_letter_guard_stays_engaged_across_two_restarts_in_process(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn the_dead_letter_guard_stays_engaged_across_two_restarts_in_process_on_tansu() {
-    the_dead_letter_guard_stays_engaged_across_two_restarts_in_process(Broker::Tansu).await;
-}
+on_both_brokers!(the_dead_letter_guard_stays_engaged_across_two_restarts_in_process);
 
 /// Waits until every partition of `app` holds its rejected records with the guard engaged.
 async fn wait_held(app: &TestApp) {
@@ -132,7 +126,7 @@ async fn the_dead_letter_guard_stays_engaged_across_two_restarts_in_process(brok
         for partition in 0..PARTITIONS {
             let series =
                 format!("history_partition_dead_letter_guard_engaged{{partition=\"{partition}\"}}");
-            assert_eq!(metric(&app, &series), Some(1.0), "restart {restart}");
+            assert_eq!(metrics::of(&app, &series), Some(1.0), "restart {restart}");
         }
         // The overview and the partition page say so.
         let addr = app.handle.admin_addr.to_string();
@@ -188,28 +182,9 @@ async fn the_dead_letter_guard_stays_engaged_across_two_restarts_in_process(brok
     replay_and_assert_every_event_stored_once(&db).await;
 }
 
-fn metric(app: &TestApp, series: &str) -> Option<f64> {
-    app.handle
-        .metrics
-        .render()
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-}
-
 // ----- the binary: kill -9, then SIGTERM -----------------------------------------------------
 
-#[actix_web::test]
-async fn the_dead_letter_guard_stays_engaged_when_the_binary_is_killed_and_then_stopped_on_the_mock()
- {
-    the_dead_letter_guard_stays_engaged_when_the_binary_is_killed_and_then_stopped(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn the_dead_letter_guard_stays_engaged_when_the_binary_is_killed_and_then_stopped_on_tansu() {
-    the_dead_letter_guard_stays_engaged_when_the_binary_is_killed_and_then_stopped(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(the_dead_letter_guard_stays_engaged_when_the_binary_is_killed_and_then_stopped);
 
 /// The partitions of a member's `/api/status` once it owns all of them.
 async fn actors_of(service: &ServiceProcess) -> Option<Vec<Value>> {

@@ -9,6 +9,7 @@ use history_consumer::domain::{RejectReason, Rejection, TicketEvent};
 use history_consumer::inbox::Origin;
 use history_consumer::inbox::batch::{BatchItem, BatchOutcome, process_batch};
 
+use crate::support::faults::Trigger;
 use crate::support::helpers::{TestDb, test_database, test_database_with};
 
 use BatchOutcome::{AlreadyApplied, Applied, DeadLettered};
@@ -276,21 +277,10 @@ async fn a_failing_statement_fails_the_whole_batch_and_stores_nothing_of_it() {
 async fn a_failed_commit_is_an_error_and_stores_nothing_of_the_batch() {
     let db = test_database_with(1).await;
     // A deferred constraint trigger makes COMMIT itself fail for one ticket.
-    db.pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute(
-            "CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN \
-               IF NEW.ticket_id = 'refused' THEN RAISE EXCEPTION 'refused at commit'; END IF; \
-               RETURN NULL; \
-             END $$; \
-             CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON history_events \
-               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_at_commit();",
-        )
-        .await
-        .unwrap();
+    Trigger::at_commit("refuse_at_commit", "history_events")
+        .refusing("NEW.ticket_id = 'refused'", "'refused at commit'")
+        .install(&db)
+        .await;
     let mut refused = event(2);
     refused.ticket_id = "refused".into();
     let events = [event(1), refused];

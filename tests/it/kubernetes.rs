@@ -23,6 +23,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::deploy::{run_bounded, run_ok, tool};
+use crate::support::kafka::on_both_brokers;
 
 /// The Kubernetes release the manifests are validated against (kubernetes-validate 1.37.0's
 /// newest schemas).
@@ -1202,23 +1203,9 @@ async fn a_member_started_as_the_manifest_starts_it_stores_everything_and_commit
     member.terminate().await;
 }
 
-#[actix_web::test]
-async fn a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm_on_the_mock()
- {
-    a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm(
-        crate::support::kafka::Broker::Mock,
-    )
-    .await;
-}
-
-#[actix_web::test]
-async fn a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm_on_tansu()
- {
-    a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm(
-        crate::support::kafka::Broker::Tansu,
-    )
-    .await;
-}
+on_both_brokers!(
+    a_member_started_as_the_manifest_starts_it_stores_everything_and_commits_on_sigterm
+);
 
 fn unique_group() -> String {
     crate::support::helpers::unique_name("k8s-group")

@@ -16,6 +16,7 @@ use crate::support::kafka::{
 use crate::support::webdriver::Browser;
 
 use crate::support::app::ADMIN_TOKEN as TOKEN;
+use crate::support::kafka::on_both_brokers;
 
 /// Produces events `range` to `partition`, one after the other.
 async fn produce_to(kafka: &TestKafka, range: std::ops::Range<usize>, partition: i32) {
@@ -48,29 +49,10 @@ async fn duplicates_total(app: &TestApp, cause: &str) -> u64 {
     let metrics = request(&admin, "GET", "/metrics", &[], "").await;
     assert_eq!(metrics.status, 200);
     let label = format!("cause=\"{cause}\"");
-    metrics
-        .body
-        .lines()
-        .filter(|line| line.starts_with("history_duplicates_total{") && line.contains(&label))
-        .map(|line| {
-            let value = line.rsplit(' ').next().unwrap();
-            value.parse::<f64>().unwrap() as u64
-        })
-        .sum()
+    crate::support::metrics::sum(&metrics.body, "history_duplicates_total{", &[&label]) as u64
 }
 
-#[actix_web::test]
-async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries_on_the_mock()
-{
-    a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries_on_tansu() {
-    a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries);
 
 async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliveries(
     broker: Broker,
@@ -232,15 +214,7 @@ async fn a_live_rewind_through_the_api_replays_from_the_point_in_time_as_redeliv
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser_on_the_mock() {
-    an_operator_previews_and_confirms_live_rewinds_in_the_browser(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser_on_tansu() {
-    an_operator_previews_and_confirms_live_rewinds_in_the_browser(Broker::Tansu).await;
-}
+on_both_brokers!(an_operator_previews_and_confirms_live_rewinds_in_the_browser);
 
 /// A partition from its page, then every partition of the instance from the overview.
 async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: Broker) {
@@ -259,9 +233,7 @@ async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: B
     browser
         .goto(&format!("http://{admin}/login?next=/partitions/0"))
         .await;
-    browser.wait_for_element("#token").await;
-    browser.type_into("#token", TOKEN).await;
-    browser.click("#sign-in").await;
+    browser.sign_in(TOKEN).await;
     browser.wait_for_element("#rewind-to").await;
     browser
         .type_into("#rewind-to", &point_in_time(middle))
@@ -364,15 +336,7 @@ async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: B
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them_on_the_mock() {
-    a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them_on_tansu() {
-    a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(Broker::Tansu).await;
-}
+on_both_brokers!(a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them);
 
 /// The drained actor drops the Unknown records it held; the consumer must read them again.
 async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them(broker: Broker) {
@@ -430,22 +394,14 @@ async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them
 /// Makes every insert of a new event into the inbox fail with a transient error
 /// (serialization_failure), or stops doing so; events already stored are still recognised.
 async fn inbox_fault(db: &TestDb, on: bool) {
-    const ON: &str = "
-        CREATE OR REPLACE FUNCTION injected_inbox_fault() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            IF NOT EXISTS (SELECT 1 FROM inbox WHERE event_id = NEW.event_id) THEN
-                RAISE EXCEPTION 'injected fault' USING ERRCODE = 'serialization_failure';
-            END IF;
-            RETURN NEW;
-        END $$;
-        CREATE TRIGGER injected_inbox_fault BEFORE INSERT ON inbox
-            FOR EACH ROW EXECUTE FUNCTION injected_inbox_fault();";
-    const OFF: &str = "DROP TRIGGER injected_inbox_fault ON inbox";
-    let client = db.pool.get().await.expect("a connection");
-    client
-        .batch_execute(if on { ON } else { OFF })
-        .await
-        .expect("the fault trigger");
+    let fault = crate::support::faults::inbox_fault(
+        "NOT EXISTS (SELECT 1 FROM inbox WHERE event_id = NEW.event_id)",
+    );
+    if on {
+        fault.install(db).await;
+    } else {
+        fault.remove(db).await;
+    }
 }
 
 /// A live rewind whose partition cannot be positioned (made on purpose in a debug build:

@@ -23,6 +23,7 @@ use crate::recovery::history_consumer;
 use crate::support::app::{ADMIN_TOKEN, TestApp, spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
 use crate::support::http::{get, request};
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, numbered_event, point_in_time};
 
 /// A valid event of about 100 KiB (an extra field the service ignores).
@@ -93,12 +94,7 @@ async fn reset_rows(db: &TestDb) -> Vec<(i64, Option<i64>, String, Option<String
 async fn metric(app: &TestApp, prefix: &str) -> f64 {
     let admin = app.handle.admin_addr.to_string();
     let metrics = get(&admin, "/metrics").await;
-    metrics
-        .body
-        .lines()
-        .filter(|line| line.starts_with(prefix))
-        .map(|line| line.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-        .sum()
+    crate::support::metrics::sum(&metrics.body, prefix, &[])
 }
 
 #[actix_web::test]
@@ -358,19 +354,11 @@ async fn a_committed_position_past_the_log_end_holds_the_partition_whatever_the_
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn a_group_that_never_committed_starts_at_the_earliest_offset_with_nothing_recorded_on_the_mock()
- {
-    a_group_that_never_committed_starts_at_the_earliest_offset(Broker::Mock).await;
-}
+on_both_brokers!(a_group_that_never_committed_starts_at_the_earliest_offset_with_nothing_recorded);
 
-#[actix_web::test]
-async fn a_group_that_never_committed_starts_at_the_earliest_offset_with_nothing_recorded_on_tansu()
-{
-    a_group_that_never_committed_starts_at_the_earliest_offset(Broker::Tansu).await;
-}
-
-async fn a_group_that_never_committed_starts_at_the_earliest_offset(broker: Broker) {
+async fn a_group_that_never_committed_starts_at_the_earliest_offset_with_nothing_recorded(
+    broker: Broker,
+) {
     let db = test_database().await;
     let kafka = TestKafka::start_on(broker, 2).await;
     crate::support::kafka::produce(&kafka, 0..10).await;

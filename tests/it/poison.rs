@@ -8,33 +8,13 @@ use std::time::Duration;
 use history_consumer::actors::messages::PartitionAction;
 
 use crate::rejections::incompressible;
-use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
+use crate::support::app::{spawn_app, spawn_app_with, test_settings};
+use crate::support::faults::{refuse_rows, stop_refusing};
 use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
 use crate::support::http::get;
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, numbered_event, payload};
-
-/// A trigger on `history_events` that refuses the rows `condition` (SQL over `NEW`) matches.
-pub async fn refuse_rows(db: &TestDb, condition: &str) {
-    let client = db.pool.get().await.unwrap();
-    client
-        .batch_execute(&format!(
-            "CREATE OR REPLACE FUNCTION refuse_rows() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN IF {condition} THEN RAISE EXCEPTION 'ticket % is refused', NEW.ticket_id; \
-             END IF; RETURN NEW; END $$; \
-             CREATE OR REPLACE TRIGGER refuse_rows BEFORE INSERT ON history_events \
-               FOR EACH ROW EXECUTE FUNCTION refuse_rows();"
-        ))
-        .await
-        .unwrap();
-}
-
-pub async fn stop_refusing(db: &TestDb) {
-    let client = db.pool.get().await.unwrap();
-    client
-        .batch_execute("DROP TRIGGER refuse_rows ON history_events")
-        .await
-        .unwrap();
-}
+use crate::support::metrics;
 
 /// The dead letters as (offset, reason, message, payload), in offset order.
 pub async fn dead_letters(db: &TestDb) -> Vec<(i64, String, String, Option<Vec<u8>>)> {
@@ -51,32 +31,9 @@ pub async fn dead_letters(db: &TestDb) -> Vec<(i64, String, String, Option<Vec<u
         .collect()
 }
 
-/// A metric's value as the service exports it.
-fn metric(app: &TestApp, series: &str) -> Option<f64> {
-    app.handle
-        .metrics
-        .render()
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-}
-
-#[actix_web::test]
-async fn a_long_ticket_and_a_row_a_trigger_rejects_are_dead_lettered_and_the_partition_commits_past_them_on_the_mock()
- {
-    a_long_ticket_and_a_row_a_trigger_rejects_are_dead_lettered_and_the_partition_commits_past_them(
-        Broker::Mock,
-    )
-    .await;
-}
-
-#[actix_web::test]
-async fn a_long_ticket_and_a_row_a_trigger_rejects_are_dead_lettered_and_the_partition_commits_past_them_on_tansu()
- {
-    a_long_ticket_and_a_row_a_trigger_rejects_are_dead_lettered_and_the_partition_commits_past_them(
-        Broker::Tansu,
-    )
-    .await;
-}
+on_both_brokers!(
+    a_long_ticket_and_a_row_a_trigger_rejects_are_dead_lettered_and_the_partition_commits_past_them
+);
 
 async fn a_long_ticket_and_a_row_a_trigger_rejects_are_dead_lettered_and_the_partition_commits_past_them(
     broker: Broker,
@@ -121,7 +78,7 @@ async fn a_long_ticket_and_a_row_a_trigger_rejects_are_dead_lettered_and_the_par
     );
     assert_eq!(bytes.as_deref(), Some(poison.as_slice()), "raw bytes kept");
     assert_eq!(
-        metric(
+        metrics::of(
             &app,
             "history_dead_letters_total{partition=\"0\",reason=\"rejected_by_database\"}"
         ),
@@ -137,23 +94,9 @@ async fn a_long_ticket_and_a_row_a_trigger_rejects_are_dead_lettered_and_the_par
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn a_burst_of_rejections_engages_the_guard_blocks_the_partition_and_releases_once_fixed_on_the_mock()
- {
-    a_burst_of_rejections_engages_the_guard_blocks_the_partition_and_releases_once_fixed(
-        Broker::Mock,
-    )
-    .await;
-}
-
-#[actix_web::test]
-async fn a_burst_of_rejections_engages_the_guard_blocks_the_partition_and_releases_once_fixed_on_tansu()
- {
-    a_burst_of_rejections_engages_the_guard_blocks_the_partition_and_releases_once_fixed(
-        Broker::Tansu,
-    )
-    .await;
-}
+on_both_brokers!(
+    a_burst_of_rejections_engages_the_guard_blocks_the_partition_and_releases_once_fixed
+);
 
 async fn a_burst_of_rejections_engages_the_guard_blocks_the_partition_and_releases_once_fixed(
     broker: Broker,
@@ -218,7 +161,7 @@ async fn a_burst_of_rejections_engages_the_guard_blocks_the_partition_and_releas
         "{summary}"
     );
     assert_eq!(
-        metric(
+        metrics::of(
             &app,
             "history_partition_dead_letter_guard_engaged{partition=\"0\"}"
         ),
@@ -255,7 +198,7 @@ async fn a_burst_of_rejections_engages_the_guard_blocks_the_partition_and_releas
     let actor = app.partition(0).await.unwrap().actor.unwrap();
     assert!(!actor.guard.engaged && actor.backlog.is_empty());
     assert_eq!(
-        metric(
+        metrics::of(
             &app,
             "history_partition_dead_letter_guard_engaged{partition=\"0\"}"
         ),

@@ -5,6 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, numbered_event};
 use crate::support::kafka::{produce, wait_committed};
 use crate::support::service::ServiceProcess;
@@ -38,19 +39,7 @@ async fn rows_per_partition(db: &TestDb, partitions: i32) -> Vec<i64> {
     counts
 }
 
-#[actix_web::test]
-async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records_on_the_mock()
- {
-    sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records_on_tansu()
-{
-    sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records);
 
 async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed_records(
     broker: Broker,
@@ -83,15 +72,7 @@ async fn sigterm_mid_stream_exits_zero_with_committed_offsets_equal_to_processed
     );
 }
 
-#[actix_web::test]
-async fn kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice_on_the_mock() {
-    kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice_on_tansu() {
-    kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice(Broker::Tansu).await;
-}
+on_both_brokers!(kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice);
 
 async fn kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice(broker: Broker) {
     let db = test_database().await;
@@ -141,17 +122,7 @@ async fn kill_9_at_random_moments_loses_nothing_and_stores_nothing_twice(broker:
     assert_stored_once(&db, total).await;
 }
 
-#[actix_web::test]
-async fn two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leave_leaves_nothing_to_replay_on_the_mock()
- {
-    two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leave_leaves_nothing_to_replay(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leave_leaves_nothing_to_replay_on_tansu()
- {
-    two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leave_leaves_nothing_to_replay(Broker::Tansu).await;
-}
+on_both_brokers!(two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leave_leaves_nothing_to_replay);
 
 async fn two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leave_leaves_nothing_to_replay(
     broker: Broker,
@@ -204,23 +175,9 @@ async fn two_members_share_the_group_the_survivor_takes_over_and_a_graceful_leav
     }
 }
 
-#[actix_web::test]
-async fn three_members_share_the_group_and_the_survivors_take_over_each_killed_members_partitions_on_the_mock()
- {
-    three_members_share_the_group_and_the_survivors_take_over_each_killed_members_partitions(
-        Broker::Mock,
-    )
-    .await;
-}
-
-#[actix_web::test]
-async fn three_members_share_the_group_and_the_survivors_take_over_each_killed_members_partitions_on_tansu()
- {
-    three_members_share_the_group_and_the_survivors_take_over_each_killed_members_partitions(
-        Broker::Tansu,
-    )
-    .await;
-}
+on_both_brokers!(
+    three_members_share_the_group_and_the_survivors_take_over_each_killed_members_partitions
+);
 
 async fn three_members_share_the_group_and_the_survivors_take_over_each_killed_members_partitions(
     broker: Broker,

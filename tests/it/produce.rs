@@ -5,6 +5,7 @@ use history_consumer::domain::DuplicateCause;
 
 use crate::support::app::spawn_app;
 use crate::support::helpers::test_database;
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka};
 
 fn field(line: &str, name: &str) -> u64 {
@@ -14,15 +15,7 @@ fn field(line: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in {line}"))
 }
 
-#[actix_web::test]
-async fn produced_events_duplicates_and_malformed_records_end_up_where_they_belong_on_the_mock() {
-    produced_events_duplicates_and_malformed_records_end_up_where_they_belong(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn produced_events_duplicates_and_malformed_records_end_up_where_they_belong_on_tansu() {
-    produced_events_duplicates_and_malformed_records_end_up_where_they_belong(Broker::Tansu).await;
-}
+on_both_brokers!(produced_events_duplicates_and_malformed_records_end_up_where_they_belong);
 
 async fn produced_events_duplicates_and_malformed_records_end_up_where_they_belong(broker: Broker) {
     let db = test_database().await;

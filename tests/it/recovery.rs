@@ -18,6 +18,7 @@ use crate::support::helpers::{
     TestDb, assert_stored_once, killed_when_the_spawning_thread_ends, test_database, unique_name,
     wait_for,
 };
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, numbered_event};
 use crate::support::kafka::{a_moment_between, point_in_time, produce, wait_committed};
 use crate::support::service::ServiceProcess;
@@ -284,15 +285,7 @@ async fn a_database_restored_from_a_backup_is_made_whole_by_a_rewind_to_the_back
     assert_stored_once(&db, 300).await;
 }
 
-#[actix_web::test]
-async fn rewind_refuses_while_a_member_of_the_group_is_active_on_the_mock() {
-    rewind_refuses_while_a_member_of_the_group_is_active(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn rewind_refuses_while_a_member_of_the_group_is_active_on_tansu() {
-    rewind_refuses_while_a_member_of_the_group_is_active(Broker::Tansu).await;
-}
+on_both_brokers!(rewind_refuses_while_a_member_of_the_group_is_active);
 
 async fn rewind_refuses_while_a_member_of_the_group_is_active(broker: Broker) {
     let db = test_database().await;
@@ -336,15 +329,7 @@ async fn rewind_refuses_while_a_member_of_the_group_is_active(broker: Broker) {
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn verify_tells_dead_letters_and_republished_duplicates_from_missing_events_on_the_mock() {
-    verify_tells_dead_letters_and_republished_duplicates_from_missing_events(Broker::Mock).await;
-}
-
-#[actix_web::test]
-async fn verify_tells_dead_letters_and_republished_duplicates_from_missing_events_on_tansu() {
-    verify_tells_dead_letters_and_republished_duplicates_from_missing_events(Broker::Tansu).await;
-}
+on_both_brokers!(verify_tells_dead_letters_and_republished_duplicates_from_missing_events);
 
 async fn verify_tells_dead_letters_and_republished_duplicates_from_missing_events(broker: Broker) {
     let db = test_database().await;

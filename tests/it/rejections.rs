@@ -9,6 +9,7 @@ use history_consumer::inbox::{
     ErrorClass, Origin, PgInbox, PgInboxError, Processed, Step, process_history_once,
 };
 
+use crate::support::faults::Trigger;
 use crate::support::helpers::{TestDb, free_port, test_database};
 
 const AT_7: Origin = Origin {
@@ -91,15 +92,17 @@ async fn the_incidents_long_ticket_id_is_an_index_limit_that_rejects_the_row_at_
 #[tokio::test]
 async fn a_trigger_a_check_and_a_column_limit_reject_their_row_at_the_insert_that_meets_them() {
     let db = test_database().await;
+    Trigger::before("refuse_poison", "INSERT", "history_events")
+        .refusing(
+            "NEW.ticket_id = 'poison'",
+            "'ticket % is refused', NEW.ticket_id",
+        )
+        .install(&db)
+        .await;
     let client = db.pool.get().await.unwrap();
     client
         .batch_execute(
-            "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN IF NEW.ticket_id = 'poison' THEN RAISE EXCEPTION 'ticket % is refused', NEW.ticket_id; END IF; \
-             RETURN NEW; END $$; \
-             CREATE TRIGGER refuse_poison BEFORE INSERT ON history_events \
-               FOR EACH ROW EXECUTE FUNCTION refuse_poison(); \
-             ALTER TABLE history_events ADD CONSTRAINT no_reopen CHECK (to_status <> 'reopened'); \
+            "ALTER TABLE history_events ADD CONSTRAINT no_reopen CHECK (to_status <> 'reopened'); \
              ALTER TABLE history_events ALTER COLUMN from_status TYPE varchar(10);",
         )
         .await
@@ -133,17 +136,10 @@ async fn a_trigger_a_check_and_a_column_limit_reject_their_row_at_the_insert_tha
 #[tokio::test]
 async fn a_deferred_constraint_failing_at_commit_is_unknown_and_never_a_rejection() {
     let db = test_database().await;
-    let client = db.pool.get().await.unwrap();
-    client
-        .batch_execute(
-            "CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN RAISE EXCEPTION 'refused at commit'; END $$; \
-             CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON history_events \
-               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_at_commit();",
-        )
-        .await
-        .unwrap();
-    drop(client);
+    Trigger::at_commit("refuse_at_commit", "history_events")
+        .refusing("true", "'refused at commit'")
+        .install(&db)
+        .await;
     let error = process(&db, &event_900()).await;
     assert_eq!(error.step(), Some(Step::Commit));
     assert_eq!(error.sqlstate(), Some("P0001"));

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::poison::{dead_letters, refuse_rows, stop_refusing};
+use crate::poison::dead_letters;
 use crate::support::app::{TestApp, spawn_app, spawn_app_with, test_settings};
+use crate::support::faults::{Trigger, held_poison, refuse_rows, stop_refusing};
 use crate::support::helpers::{TestDb, test_database, unique_name, wait_for};
 use crate::support::http::{Response, get, post_form, request};
 use crate::support::kafka::{TestKafka, numbered_event, payload, point_in_time};
@@ -55,25 +56,6 @@ async fn history_rows(db: &TestDb, event_id: &str) -> i64 {
         .get(0)
 }
 
-/// A trigger that refuses ticket `poison` with an error that may pass (a lock): the record is
-/// held Unknown and blocks its partition, and only an operator can set it aside.
-pub async fn hold_poison(db: &TestDb) {
-    db.pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute(
-            "CREATE FUNCTION hold_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN IF NEW.ticket_id = 'poison' THEN \
-               RAISE EXCEPTION 'ticket poison is locked' USING ERRCODE = 'lock_not_available'; \
-             END IF; RETURN NEW; END $$; \
-             CREATE TRIGGER hold_poison BEFORE INSERT ON history_events \
-               FOR EACH ROW EXECUTE FUNCTION hold_poison();",
-        )
-        .await
-        .unwrap();
-}
-
 pub fn poison() -> Vec<u8> {
     payload(
         "event-poison",
@@ -88,7 +70,7 @@ pub fn poison() -> Vec<u8> {
 async fn an_operator_dead_letters_a_blocking_record_through_the_api_and_the_partition_commits_past_it()
  {
     let db = test_database().await;
-    hold_poison(&db).await;
+    held_poison().install(&db).await;
     let kafka = TestKafka::start(1);
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
@@ -421,7 +403,7 @@ async fn replaying_matching_letters_stops_at_its_limit_and_a_state_filter_goes_o
 #[actix_web::test]
 async fn the_remedy_forms_need_a_session_and_its_csrf_token_and_a_read_only_admin_offers_none() {
     let db = test_database().await;
-    hold_poison(&db).await;
+    held_poison().install(&db).await;
     let kafka = TestKafka::start(1);
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
@@ -442,7 +424,7 @@ async fn the_remedy_forms_need_a_session_and_its_csrf_token_and_a_read_only_admi
     let skip = "/partitions/0/backlog/0/dead-letter";
     let replay = "/dead-letters/0/1/replay";
     let replay_all = "/dead-letters/replay";
-    let (cookie, csrf) = crate::admin::sign_in(&addr, 0).await;
+    let (cookie, csrf) = crate::admin::sign_in_to_act(&addr, 0).await;
 
     for path in [skip, replay, replay_all] {
         let form = "csrf=x&comment=why";
@@ -587,19 +569,21 @@ async fn gate_poison(db: &TestDb) {
         .unwrap()
         .batch_execute(
             "CREATE TABLE poison_gate (open boolean NOT NULL); \
-             INSERT INTO poison_gate VALUES (false); \
-             CREATE FUNCTION gate_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN IF NEW.ticket_id = 'poison' THEN \
+             INSERT INTO poison_gate VALUES (false);",
+        )
+        .await
+        .unwrap();
+    Trigger::before("gate_poison", "INSERT", "history_events")
+        .running(
+            "IF NEW.ticket_id = 'poison' THEN \
                PERFORM pg_advisory_xact_lock_shared(21); \
                IF NOT (SELECT open FROM poison_gate) THEN \
                  RAISE EXCEPTION 'ticket poison is locked' USING ERRCODE = 'lock_not_available'; \
                END IF; \
-             END IF; RETURN NEW; END $$; \
-             CREATE TRIGGER gate_poison BEFORE INSERT ON history_events \
-               FOR EACH ROW EXECUTE FUNCTION gate_poison();",
+             END IF;",
         )
-        .await
-        .unwrap();
+        .install(db)
+        .await;
 }
 
 /// Holds advisory lock 21 until dropped: the poison's INSERT waits meanwhile.

@@ -9,25 +9,12 @@ use history_consumer::actors::status::PartitionState;
 use crate::support::app::{spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::own_database;
 use crate::support::helpers::{test_database, unique_name, wait_for};
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, Transaction, numbered_event};
 
-#[actix_web::test]
-async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing_on_the_mock()
- {
-    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing(
-        Broker::Mock,
-    )
-    .await;
-}
-
-#[actix_web::test]
-async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing_on_tansu()
- {
-    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing(
-        Broker::Tansu,
-    )
-    .await;
-}
+on_both_brokers!(
+    a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing
+);
 
 async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_lettering_nothing(
     broker: Broker,
@@ -200,18 +187,7 @@ async fn the_consumer_recovers_by_itself_from_a_broker_outage() {
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once_on_the_mock()
-{
-    the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once_on_tansu() {
-    the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once);
 
 async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event_once(
     broker: Broker,
@@ -300,18 +276,7 @@ async fn a_duplicate_whose_classification_hangs_still_resolves_and_moves_the_wat
     app.shutdown().await;
 }
 
-#[actix_web::test]
-async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume_on_the_mock()
- {
-    an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume_on_tansu() {
-    an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume);
 
 async fn an_operator_pause_survives_a_revoke_and_reassign_and_records_flow_after_resume(
     broker: Broker,

@@ -13,32 +13,16 @@ use history_consumer::domain::fetch_error::Unreadable;
 use crate::support::app::{TestApp, spawn_app};
 use crate::support::helpers::{test_database, wait_for};
 use crate::support::http::get;
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, numbered_event};
 use crate::support::raw_batch::{Fault, produce_spoilt};
 
-#[actix_web::test]
-async fn a_batch_failing_its_crc_holds_its_partition_with_the_cause_and_nothing_after_it_is_committed_on_the_mock()
- {
-    a_batch_the_consumer_cannot_read_holds_its_partition(Broker::Mock, Fault::Crc).await;
-}
+on_both_brokers!(
+    a_batch_failing_its_crc_holds_its_partition_with_the_cause_and_nothing_after_it_is_committed =
+        a_batch_the_consumer_cannot_read_holds_its_partition(Fault::Crc)
+);
 
-#[actix_web::test]
-async fn a_batch_failing_its_crc_holds_its_partition_with_the_cause_and_nothing_after_it_is_committed_on_tansu()
- {
-    a_batch_the_consumer_cannot_read_holds_its_partition(Broker::Tansu, Fault::Crc).await;
-}
-
-#[actix_web::test]
-async fn a_batch_that_cannot_be_decompressed_holds_its_partition_with_the_cause_and_nothing_after_it_is_committed_on_the_mock()
- {
-    a_batch_the_consumer_cannot_read_holds_its_partition(Broker::Mock, Fault::NotGzip).await;
-}
-
-#[actix_web::test]
-async fn a_batch_that_cannot_be_decompressed_holds_its_partition_with_the_cause_and_nothing_after_it_is_committed_on_tansu()
- {
-    a_batch_the_consumer_cannot_read_holds_its_partition(Broker::Tansu, Fault::NotGzip).await;
-}
+on_both_brokers!(a_batch_that_cannot_be_decompressed_holds_its_partition_with_the_cause_and_nothing_after_it_is_committed = a_batch_the_consumer_cannot_read_holds_its_partition(Fault::NotGzip));
 
 /// Three records, a spoilt batch of three at offsets 3 to 5, three more records. Before issue
 /// 21 the service logged the error and went on: a CRC mismatch went unnoticed (`check.crcs`

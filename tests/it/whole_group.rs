@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::helpers::{TestDb, assert_stored_once, test_database, unique_name, wait_for};
+use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, produce, wait_committed};
 use crate::support::service::ServiceProcess;
 
@@ -113,23 +114,9 @@ pub async fn wait_true_owners(
     .await
 }
 
-#[actix_web::test]
-async fn every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes_on_the_mock()
- {
-    every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes(
-        Broker::Mock,
-    )
-    .await;
-}
-
-#[actix_web::test]
-async fn every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes_on_tansu()
- {
-    every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes(
-        Broker::Tansu,
-    )
-    .await;
-}
+on_both_brokers!(
+    every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes
+);
 
 async fn every_member_shows_the_whole_group_with_each_partitions_true_owner_and_a_killed_member_goes(
     broker: Broker,
@@ -293,23 +280,9 @@ fn partition_row(view: &Value, partition: i64) -> Value {
         .unwrap()
 }
 
-#[actix_web::test]
-async fn an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused_on_the_mock()
- {
-    an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused(
-        Broker::Mock,
-    )
-    .await;
-}
-
-#[actix_web::test]
-async fn an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused_on_tansu()
- {
-    an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused(
-        Broker::Tansu,
-    )
-    .await;
-}
+on_both_brokers!(
+    an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused
+);
 
 async fn an_action_asked_on_one_member_runs_on_the_partitions_owner_and_a_moved_partition_is_refused(
     broker: Broker,
@@ -516,7 +489,7 @@ async fn the_group_page_fits_1280_pixels_with_64_partitions_and_shows_a_stuck_pa
  {
     let db = test_database().await;
     // One refused row in a row engages the guard: its partition is stuck.
-    crate::poison::refuse_rows(&db, "NEW.ticket_id = 'ticket-stuck'").await;
+    crate::support::faults::refuse_rows(&db, "NEW.ticket_id = 'ticket-stuck'").await;
     let kafka = TestKafka::start_on(Broker::Mock, 64).await;
     let group = unique_name("group");
     let extra = ["--max-consecutive-rejections", "0"];
@@ -637,9 +610,7 @@ async fn the_group_page_fits_1280_pixels_with_64_partitions_and_shows_a_stuck_pa
     browser
         .goto(&format!("http://{}/login?next=/group", a.process.admin))
         .await;
-    browser.wait_for_element("#token").await;
-    browser.type_into("#token", TOKEN).await;
-    browser.click("#sign-in").await;
+    browser.sign_in(TOKEN).await;
     browser.wait_for_element(&format!("#pause-{stuck}")).await;
     browser.click(&format!("#pause-{stuck}")).await;
     browser.wait_for_element("#command-answer").await;
@@ -670,26 +641,14 @@ async fn redeliveries(member: &Member) -> u64 {
         .text()
         .await
         .expect("a body");
-    body.lines()
-        .filter(|l| {
-            l.starts_with("history_duplicates_total{") && l.contains("cause=\"redelivery\"")
-        })
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
-        .sum()
+    crate::support::metrics::sum(
+        &body,
+        "history_duplicates_total{",
+        &["cause=\"redelivery\""],
+    ) as u64
 }
 
-#[actix_web::test]
-async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly_on_the_mock()
-{
-    a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly_on_tansu() {
-    a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly);
 
 async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_exactly(
     broker: Broker,
@@ -806,25 +765,13 @@ async fn a_live_rewind_asked_on_one_member_replays_the_other_members_partition_e
     assert_stored_once(&db, 40).await;
 }
 
-#[actix_web::test]
-async fn a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member_on_the_mock()
- {
-    a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member(Broker::Mock)
-        .await;
-}
-
-#[actix_web::test]
-async fn a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member_on_tansu()
-{
-    a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member(Broker::Tansu)
-        .await;
-}
+on_both_brokers!(a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member);
 
 async fn a_blocking_record_of_another_members_partition_is_dead_lettered_from_this_member(
     broker: Broker,
 ) {
     let db = test_database().await;
-    crate::remedies::hold_poison(&db).await;
+    crate::support::faults::held_poison().install(&db).await;
     let kafka = TestKafka::start_on(broker, 2).await;
     let group = unique_name("group");
     let a = Member::start(&db, &kafka, &group, &[]).await;

@@ -62,6 +62,30 @@ pub async fn post_form(addr: &str, path: &str, cookie: Option<&str>, form: &str)
     request(addr, "POST", path, &headers, form).await
 }
 
+/// Signs in to the admin at `addr` through its login form with the test token
+/// ([`ADMIN_TOKEN`](crate::support::app::ADMIN_TOKEN)); the `name=value` of the session
+/// cookie (what a client sends back) and the whole `Set-Cookie` line (its attributes).
+pub async fn sign_in(addr: &str) -> (String, String) {
+    let token = crate::support::app::ADMIN_TOKEN;
+    let response = post_form(addr, "/login", None, &format!("token={token}&next=%2F")).await;
+    assert_eq!(response.status, 303, "{}", response.body);
+    let set_cookie = response
+        .header("set-cookie")
+        .expect("a session cookie")
+        .to_owned();
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    (cookie, set_cookie)
+}
+
+/// The CSRF token of the (first) form on `page`, which only a signed-in page carries.
+pub fn csrf_of(page: &str) -> String {
+    page.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a CSRF field")
+        .to_owned()
+}
+
 /// A client that trusts the certificate authority in `ca` (a PEM file) and no other, and
 /// speaks HTTPS only.
 pub fn tls_client(ca: &Path) -> reqwest::Client {

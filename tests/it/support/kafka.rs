@@ -31,7 +31,41 @@ impl Broker {
             Broker::Tansu => Duration::from_secs(90),
         }
     }
+
+    /// Whether a committed transaction leaves a commit marker in the log (one offset per
+    /// partition it wrote to): tansu does, the mock cluster does not.
+    pub fn writes_commit_markers(self) -> bool {
+        match self {
+            Broker::Mock => false,
+            Broker::Tansu => true,
+        }
+    }
 }
+
+/// Runs a test on both brokers: `on_both_brokers!(name)` defines the tests `name_on_the_mock`
+/// and `name_on_tansu`, each calling `async fn name(broker: Broker)` with its broker, so the
+/// body is written once and a behaviour the mock alone has shown is never taken as proven.
+/// `on_both_brokers!(name = body(args))` names the tests `name_…` and calls
+/// `body(broker, args)` (one body shared by several tests).
+macro_rules! on_both_brokers {
+    ($name:ident) => {
+        $crate::support::kafka::on_both_brokers!($name = $name());
+    };
+    ($name:ident = $body:ident($($arg:expr),* $(,)?)) => {
+        ::pastey::paste! {
+            #[actix_web::test]
+            async fn [<$name _on_the_mock>]() {
+                $body($crate::support::kafka::Broker::Mock $(, $arg)*).await;
+            }
+
+            #[actix_web::test]
+            async fn [<$name _on_tansu>]() {
+                $body($crate::support::kafka::Broker::Tansu $(, $arg)*).await;
+            }
+        }
+    };
+}
+pub(crate) use on_both_brokers;
 
 /// A topic with `partitions` partitions on a broker. Not `Send` (the mock cluster lives in
 /// it): it stays on the test's thread.

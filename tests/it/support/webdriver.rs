@@ -127,6 +127,14 @@ impl Browser {
         }
     }
 
+    /// Signs in with `token` on the admin's login form, which the browser is on or on its way
+    /// to; the form then sends it where it was going.
+    pub async fn sign_in(&self, token: &str) {
+        self.wait_for_element("#token").await;
+        self.type_into("#token", token).await;
+        self.click("#sign-in").await;
+    }
+
     pub async fn click(&self, css: &str) {
         let element = self.element(css).await;
         element
