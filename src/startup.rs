@@ -162,7 +162,8 @@ impl Application {
         }
         let actors = Actors::start(&settings, &pool, &metrics, &host);
         let connection = Arc::new(ConnectionHealth::new());
-        let (consumer, ports) = subscribe(&settings, &kafka_config, &actors, &metrics, &connection)?;
+        let (consumer, ports) =
+            subscribe(&settings, &kafka_config, &actors, &metrics, &connection)?;
         let monitor = Monitor::new(
             actors.supervisor.clone(),
             metrics.clone(),

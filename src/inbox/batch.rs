@@ -21,8 +21,8 @@ use deadpool_postgres::{Object, Pool};
 
 use super::session::Session;
 
-use super::contract::Origin;
 use super::PgInboxError;
+use super::contract::Origin;
 use super::sqlstate::Step;
 use super::statements::{SAVE_HISTORY, STORE_DEAD_LETTERS, TRY_INBOX};
 use crate::domain::DeadLetter;

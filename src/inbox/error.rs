@@ -103,4 +103,3 @@ impl From<tokio_postgres::Error> for PgInboxError {
         PgInboxError::Db(error)
     }
 }
-

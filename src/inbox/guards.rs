@@ -15,8 +15,8 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use serde::Serialize;
 
-use super::dead_letters;
 use super::PgInboxError;
+use super::dead_letters;
 use super::session::Session;
 use super::sqlstate::Step;
 use crate::domain::DeadLetter;

@@ -18,8 +18,8 @@ pub mod sqlstate;
 pub mod statements;
 
 pub use contract::{InboxRepository, Origin, Processed, process_history_once};
-pub use migrate::{MigrateError, MigrationReport, migrate, migrate_pool};
 pub use error::PgInboxError;
+pub use migrate::{MigrateError, MigrationReport, migrate, migrate_pool};
 pub use postgres::PgInbox;
 pub use selection::Selection;
 pub use session::Session;

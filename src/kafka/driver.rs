@@ -40,10 +40,10 @@ use crate::actors::messages::driver::{
     KafkaRequest, OffsetResetFound, OffsetResetResumed, PartitionsAssigned, PartitionsRestarted,
     PartitionsRevoked, PartitionsRewound,
 };
-use crate::domain::{Assignment, CommitPosition};
 use crate::domain::Held;
 use crate::domain::connection::is_connection_error;
 use crate::domain::offset_reset::ResetPolicy;
+use crate::domain::{Assignment, CommitPosition};
 use position::{PositionTrust, passed_offsets_without_records};
 
 type Consumer_ = BaseConsumer<KafkaContext>;

@@ -17,8 +17,8 @@ pub mod driver;
 pub mod pipeline;
 pub mod queries;
 
+pub use crate::domain::{Assignment, CommitPosition};
 pub use commands::*;
 pub use driver::*;
 pub use pipeline::*;
 pub use queries::*;
-pub use crate::domain::{Assignment, CommitPosition};

@@ -47,8 +47,8 @@ use crate::actors::status::PartitionSummary;
 use crate::domain::Trouble;
 use crate::domain::{LetterState, MAX_TICKET_ID_CHARS, RejectReason, parse_point_in_time_or_utc};
 use crate::error_text::chain;
-use crate::inbox::{PgInboxError, Selection, audit_trail};
 use crate::inbox::offset_resets;
+use crate::inbox::{PgInboxError, Selection, audit_trail};
 use pages::dead_letter_link;
 
 pub(super) use gate::read_gate;

@@ -245,13 +245,21 @@ async fn dead_letters(
         StatusCode::OK,
         &DeadLettersPage {
             layout: layout(state, request, "Dead letters"),
-            partition: filter.selection.partition.map(|p| p.to_string()).unwrap_or_default(),
+            partition: filter
+                .selection
+                .partition
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
             reason: filter.selection.reason.clone().unwrap_or_default(),
             reasons: RejectReason::ALL
                 .iter()
                 .map(|r| r.as_str().to_owned())
                 .collect(),
-            state: filter.selection.state.map(|s| s.to_string()).unwrap_or_default(),
+            state: filter
+                .selection
+                .state
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
             states: LetterState::ALL.iter().map(|s| s.to_string()).collect(),
             since: time(filter.selection.since),
             until: time(filter.selection.until),

@@ -19,10 +19,17 @@
 
 use rdkafka::consumer::Consumer;
 
-use super::*;
+use std::time::Duration;
+
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::Driver;
+use super::position::PositionTrust;
 use crate::actors::messages::driver::OffsetResetFound;
+use crate::actors::messages::driver::{FetchTrouble, Fetched};
 use crate::domain::HeldCause;
 use crate::domain::offset_reset::{OffsetReset, ResetPlan, ResetPolicy, plan};
+use crate::domain::{Assignment, Held};
 use crate::kafka::queue::QueueError;
 
 /// A restart of a partition's fetching, carried out at the next turn of the driver's loop (see

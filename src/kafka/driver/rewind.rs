@@ -19,11 +19,22 @@
 //! time, the result says it is pending (and it is queued to be sent), never done.
 
 use super::position::PositionTrust;
-use super::*;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use actix::Recipient;
+use rdkafka::Offset;
+use rdkafka::consumer::Consumer;
+
+use super::{Driver, FINAL_COMMIT_TIMEOUT, Reader};
 use crate::actors::messages::commands::LiveRewound;
+use crate::actors::messages::driver::{
+    DrainForRewind, Fetched, PartitionsRestarted, PartitionsRewound,
+};
 use crate::actors::messages::driver::{OffsetResetResumed, RewindTarget};
 use crate::domain::HeldCause;
 use crate::domain::rewind::{Restart, restart, restart_past_gap};
+use crate::domain::{Assignment, CommitPosition, Held};
 
 /// A fault for the tests of the binary, in debug builds only: with
 /// `HISTORY_TEST_REWIND_FAIL=once` in the environment when the service starts, the first live
@@ -140,7 +151,9 @@ impl Driver {
     ) -> Restarting {
         let partition = target.assignment.partition;
         let gap = reader.held.as_ref().and_then(|held| match held.cause {
-            HeldCause::OffsetOutOfRange { log_start, .. } => held.offset.map(|from| (from, log_start)),
+            HeldCause::OffsetOutOfRange { log_start, .. } => {
+                held.offset.map(|from| (from, log_start))
+            }
             _ => None,
         });
         // Records before the gap that the drained actor had not resolved were dropped with

@@ -4,9 +4,13 @@
 //! out of range goes to [`super::reset`]. What each error means is decided in
 //! [`crate::domain::fetch_error`].
 
-use super::*;
+use rdkafka::consumer::Consumer;
+
+use super::Driver;
+use crate::actors::messages::driver::FetchTrouble;
 use crate::domain::Trouble;
 use crate::domain::fetch_error::{FetchError, classify};
+use crate::domain::{Assignment, Held};
 use crate::domain::{FetchFailure, HeldCause};
 use crate::kafka::queue::QueueError;
 
