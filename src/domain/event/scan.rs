@@ -67,18 +67,41 @@ fn expect(bytes: &[u8], at: usize, byte: u8) -> Option<usize> {
 /// character (serde's business).
 fn string_bytes(bytes: &[u8], start: usize) -> Option<(&[u8], bool, usize)> {
     let rest = bytes.get(start..)?;
-    let length = memchr::memchr(b'"', rest)?;
-    let text = &rest[..length];
-    // Whole-slice folds rather than a loop that stops early: the compiler turns them into
-    // vector instructions, and a string is short.
-    let escaped_or_control = text
-        .iter()
-        .fold(false, |found, &b| found | (b == b'\\') | (b < 0x20));
-    if escaped_or_control {
-        return None;
+    let mut at = 0;
+    let mut ascii = true;
+    // Eight bytes at a time while none of them needs a look: no quote, backslash, control
+    // character or byte above ASCII.
+    while let Some(word) = rest.get(at..at + 8) {
+        let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        if needs_a_look(word) {
+            break;
+        }
+        at += 8;
     }
-    let high = text.iter().fold(0u8, |high, &b| high | b);
-    Some((text, high < 0x80, start + length + 1))
+    for (offset, &byte) in rest[at..].iter().enumerate() {
+        match byte {
+            b'"' => {
+                let end = at + offset;
+                return Some((&rest[..end], ascii, start + end + 1));
+            }
+            b'\\' | 0..0x20 => return None,
+            0x80.. => ascii = false,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether any byte of `word` is a quote, a backslash, a control character (below 0x20) or
+/// not ASCII (the classic bit tricks for "has a zero byte" and "has a byte less than n").
+fn needs_a_look(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let quote = has_zero(word ^ (ONES * u64::from(b'"')));
+    let backslash = has_zero(word ^ (ONES * u64::from(b'\\')));
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+    (quote | backslash | control | (word & HIGH)) != 0
 }
 
 /// As [`string_bytes`], the bytes as text; `None` also when they are not UTF-8.
@@ -104,4 +127,36 @@ fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
 /// Whether only whitespace follows `at`.
 fn end(bytes: &[u8], at: usize) -> bool {
     skip_whitespace(bytes, at) == bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_word_needs_a_look_exactly_when_one_of_its_bytes_does(word in any::<[u8; 8]>()) {
+            let byte_needs = |b: u8| b == b'"' || b == b'\\' || b < 0x20 || b >= 0x80;
+            prop_assert_eq!(
+                needs_a_look(u64::from_le_bytes(word)),
+                word.iter().any(|&b| byte_needs(b))
+            );
+        }
+
+        #[test]
+        fn a_string_ends_where_its_first_quote_is(
+            text in "[ -~]{0,40}",
+            tail in "[ -~]{0,12}",
+        ) {
+            let text = text.replace('"', "");
+            let bytes = format!("{text}\"{tail}");
+            let found = string_bytes(bytes.as_bytes(), 0);
+            if text.contains('\\') {
+                prop_assert_eq!(found, None);
+            } else {
+                prop_assert_eq!(found, Some((text.as_bytes(), true, text.len() + 1)));
+            }
+        }
+    }
 }
