@@ -2,6 +2,7 @@
 //! (a confirmation page showing how many records will be replayed, then the rewind), or with a
 //! bearer token (`dry_run=true` answers the confirmation step as JSON).
 
+use actix_web::routes;
 use chrono::{DateTime, Utc};
 
 use super::routed::{MemberPart, Routed, group_rewind, owned_here, route};
@@ -78,7 +79,10 @@ async fn form_step(
     page_or_error(state, request, page.await)
 }
 
+/// The two steps of a partition's rewind: the confirmation page, then (`/confirm`) the rewind.
+#[routes]
 #[post("/partitions/{partition}/rewind")]
+#[post("/partitions/{partition}/rewind/confirm")]
 pub(super) async fn partition_rewind(
     state: State,
     request: HttpRequest,
@@ -86,36 +90,26 @@ pub(super) async fn partition_rewind(
     form: web::Form<RewindForm>,
 ) -> HttpResponse {
     let scope = parse_partition(&path).map(Scope::Partition);
-    form_step(&state, &request, scope, &form, false).await
+    let confirm = confirms(&request);
+    form_step(&state, &request, scope, &form, confirm).await
 }
 
-#[post("/partitions/{partition}/rewind/confirm")]
-pub(super) async fn partition_rewind_confirm(
-    state: State,
-    request: HttpRequest,
-    path: web::Path<String>,
-    form: web::Form<RewindForm>,
-) -> HttpResponse {
-    let scope = parse_partition(&path).map(Scope::Partition);
-    form_step(&state, &request, scope, &form, true).await
-}
-
+/// The two steps of the whole instance's rewind, as a partition's.
+#[routes]
 #[post("/rewind")]
+#[post("/rewind/confirm")]
 pub(super) async fn instance_rewind(
     state: State,
     request: HttpRequest,
     form: web::Form<RewindForm>,
 ) -> HttpResponse {
-    form_step(&state, &request, Ok(Scope::Instance), &form, false).await
+    let confirm = confirms(&request);
+    form_step(&state, &request, Ok(Scope::Instance), &form, confirm).await
 }
 
-#[post("/rewind/confirm")]
-pub(super) async fn instance_rewind_confirm(
-    state: State,
-    request: HttpRequest,
-    form: web::Form<RewindForm>,
-) -> HttpResponse {
-    form_step(&state, &request, Ok(Scope::Instance), &form, true).await
+/// Whether the form came to the confirming step (its path ends in `/confirm`).
+fn confirms(request: &HttpRequest) -> bool {
+    request.path().ends_with("/confirm")
 }
 
 /// The API: the bearer token only, as for the other actions.
