@@ -22,19 +22,9 @@ pub struct ClientIdentity {
 }
 
 /// The kind of a connection failure: the `cause` label of the connection metrics.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum CauseKind {
     /// SASL: credentials, mechanism, token.

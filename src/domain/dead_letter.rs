@@ -15,20 +15,9 @@ pub struct DeadLetter {
 }
 
 /// What became of a dead letter (migration V6).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    serde::Serialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::Display,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum LetterState {
     /// Stored and not replayed yet.

@@ -3,20 +3,9 @@
 use serde::Serialize;
 
 /// Why a record is a duplicate (classified after the inbox said `AlreadyApplied`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum DuplicateCause {
     /// The same partition and offset again: the consumer replayed it.

@@ -36,20 +36,9 @@ pub struct TicketEvent {
 
 /// Why a record is a dead letter: its bytes are not a valid event, the database refused to
 /// store it, or an operator set it aside. Each is permanent: retrying as is cannot help.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::Display,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum RejectReason {
     /// Larger than the configured payload limit.
@@ -220,35 +209,54 @@ impl TicketEvent {
             None => serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?,
         };
 
-        let event_id = required_text("event_id", wire.event_id)?.into_owned();
+        wire.event()
+    }
+
+    /// The canonical JSON encoding of this event (what a well-behaved producer sends).
+    pub fn to_json(&self) -> String {
+        serde_json::json!({
+            "event_id": self.event_id,
+            "ticket_id": self.ticket_id,
+            "from_status": self.from_status,
+            "to_status": self.to_status,
+            "changed_at": self.changed_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        })
+        .to_string()
+    }
+}
+
+impl Wire<'_> {
+    /// The event these fields make, or why they make none.
+    fn event(self) -> Result<TicketEvent, Rejection> {
+        let event_id = required_text("event_id", self.event_id)?.into_owned();
         bounded(
             "event_id",
             &event_id,
             MAX_EVENT_ID_CHARS,
             RejectReason::OversizedId,
         )?;
-        let ticket_id = required_text("ticket_id", wire.ticket_id)?.into_owned();
+        let ticket_id = required_text("ticket_id", self.ticket_id)?.into_owned();
         bounded(
             "ticket_id",
             &ticket_id,
             MAX_TICKET_ID_CHARS,
             RejectReason::OversizedField,
         )?;
-        let from_status = required_text("from_status", wire.from_status)?.into_owned();
+        let from_status = required_text("from_status", self.from_status)?.into_owned();
         bounded(
             "from_status",
             &from_status,
             MAX_STATUS_CHARS,
             RejectReason::OversizedField,
         )?;
-        let to_status = required_text("to_status", wire.to_status)?.into_owned();
+        let to_status = required_text("to_status", self.to_status)?.into_owned();
         bounded(
             "to_status",
             &to_status,
             MAX_STATUS_CHARS,
             RejectReason::OversizedField,
         )?;
-        let changed_at_text = required_text("changed_at", wire.changed_at)?;
+        let changed_at_text = required_text("changed_at", self.changed_at)?;
         let changed_at = DateTime::parse_from_rfc3339(&changed_at_text)
             .map_err(|e| {
                 Rejection::new(
@@ -268,18 +276,6 @@ impl TicketEvent {
             to_status,
             changed_at,
         })
-    }
-
-    /// The canonical JSON encoding of this event (what a well-behaved producer sends).
-    pub fn to_json(&self) -> String {
-        serde_json::json!({
-            "event_id": self.event_id,
-            "ticket_id": self.ticket_id,
-            "from_status": self.from_status,
-            "to_status": self.to_status,
-            "changed_at": self.changed_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        })
-        .to_string()
     }
 }
 
@@ -367,45 +363,27 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::Value;
 
-    /// The parser as it was before it borrowed: every field a `serde_json::Value`. The borrowing
-    /// one must give the same event or the same rejection, message included.
+    /// The parser as it was before it borrowed: every field a `serde_json::Value`, made into the
+    /// same fields. The borrowing one (and its scan) must give the same event or the same
+    /// rejection, message included.
     fn parse_through_values(bytes: &[u8], max_bytes: usize) -> Result<TicketEvent, Rejection> {
         #[derive(Deserialize)]
-        struct Wire {
+        struct Values {
             event_id: Option<Value>,
             ticket_id: Option<Value>,
             from_status: Option<Value>,
             to_status: Option<Value>,
             changed_at: Option<Value>,
         }
-        fn text(field: &'static str, value: Option<Value>) -> Result<String, Rejection> {
-            match value {
-                None | Some(Value::Null) => Err(Rejection::new(
-                    RejectReason::MissingField,
-                    format!("{field} is missing"),
-                )),
-                Some(Value::String(text)) if text.trim().is_empty() => Err(Rejection::new(
-                    RejectReason::EmptyField,
-                    format!("{field} is empty"),
-                )),
-                Some(Value::String(text)) if text.contains('\0') => Err(Rejection::new(
-                    RejectReason::InvalidText,
-                    format!("{field} contains a NUL character"),
-                )),
-                Some(Value::String(text)) => Ok(text),
-                Some(other) => {
-                    let kind = match other {
-                        Value::Bool(_) => "a boolean",
-                        Value::Number(_) => "a number",
-                        Value::Array(_) => "an array",
-                        _ => "an object",
-                    };
-                    Err(Rejection::new(
-                        RejectReason::WrongType,
-                        format!("{field} must be a string, found {kind}"),
-                    ))
-                }
-            }
+        fn field(value: Option<Value>) -> Option<Field<'static>> {
+            Some(match value? {
+                Value::Null => Field::Null,
+                Value::String(text) => Field::Text(Cow::Owned(text)),
+                Value::Bool(_) => Field::Other("a boolean"),
+                Value::Number(_) => Field::Other("a number"),
+                Value::Array(_) => Field::Other("an array"),
+                Value::Object(_) => Field::Other("an object"),
+            })
         }
         if bytes.len() > max_bytes {
             return Err(Rejection::new(
@@ -413,55 +391,16 @@ mod tests {
                 format!("payload is {} bytes, the limit is {max_bytes}", bytes.len()),
             ));
         }
-        let wire: Wire =
+        let values: Values =
             serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?;
-        let event_id = text("event_id", wire.event_id)?;
-        bounded(
-            "event_id",
-            &event_id,
-            MAX_EVENT_ID_CHARS,
-            RejectReason::OversizedId,
-        )?;
-        let ticket_id = text("ticket_id", wire.ticket_id)?;
-        bounded(
-            "ticket_id",
-            &ticket_id,
-            MAX_TICKET_ID_CHARS,
-            RejectReason::OversizedField,
-        )?;
-        let from_status = text("from_status", wire.from_status)?;
-        bounded(
-            "from_status",
-            &from_status,
-            MAX_STATUS_CHARS,
-            RejectReason::OversizedField,
-        )?;
-        let to_status = text("to_status", wire.to_status)?;
-        bounded(
-            "to_status",
-            &to_status,
-            MAX_STATUS_CHARS,
-            RejectReason::OversizedField,
-        )?;
-        let changed_at_text = text("changed_at", wire.changed_at)?;
-        let changed_at = DateTime::parse_from_rfc3339(&changed_at_text)
-            .map_err(|e| {
-                Rejection::new(
-                    RejectReason::BadTimestamp,
-                    format!(
-                        "changed_at {:?} is not an RFC 3339 timestamp: {e}",
-                        truncate(&changed_at_text, 64)
-                    ),
-                )
-            })?
-            .with_timezone(&Utc);
-        Ok(TicketEvent {
-            event_id,
-            ticket_id,
-            from_status,
-            to_status,
-            changed_at,
-        })
+        Wire {
+            event_id: field(values.event_id),
+            ticket_id: field(values.ticket_id),
+            from_status: field(values.from_status),
+            to_status: field(values.to_status),
+            changed_at: field(values.changed_at),
+        }
+        .event()
     }
 
     const LIMIT: usize = 64 * 1024;

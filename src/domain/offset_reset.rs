@@ -7,19 +7,9 @@
 use serde::Serialize;
 
 /// What to do when the position is before the log's start.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::Display,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString, strum::Display, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum ResetPolicy {
     /// Record the gap, then read on from the log's start.

@@ -7,19 +7,9 @@ use serde::Serialize;
 /// `Applied`, `AlreadyApplied` and `DeadLettered` are *resolved*: the Kafka offset may move past
 /// the record (SPEC §5). `Unknown` is not: the pair may or may not be stored, so the record is
 /// retried and blocks the committed offset until it resolves.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    strum::IntoStaticStr,
-    strum::Display,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
 #[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// The inbox marker and the history row were committed by this delivery.

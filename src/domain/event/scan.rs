@@ -137,7 +137,7 @@ mod tests {
     proptest! {
         #[test]
         fn a_word_needs_a_look_exactly_when_one_of_its_bytes_does(word in any::<[u8; 8]>()) {
-            let byte_needs = |b: u8| b == b'"' || b == b'\\' || b < 0x20 || b >= 0x80;
+            let byte_needs = |b: u8| b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b);
             prop_assert_eq!(
                 needs_a_look(u64::from_le_bytes(word)),
                 word.iter().any(|&b| byte_needs(b))
