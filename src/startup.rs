@@ -474,16 +474,16 @@ fn shutdown_deadline(drain_timeout: std::time::Duration) -> std::time::Duration 
 /// The longest a graceful stop (SIGINT/SIGTERM) takes with this `--drain-timeout`, from the
 /// signal to the process's exit but for closing librdkafka's connections: the driver's
 /// shutdown deadline (the partitions drain within it), the final commit
-/// ([`FINAL_COMMIT_TIMEOUT`](crate::kafka::driver::FINAL_COMMIT_TIMEOUT)), librdkafka leaving
-/// the group ([`LEAVE_TIMEOUT`](crate::kafka::driver::LEAVE_TIMEOUT), a dynamic member only),
+/// ([`FINAL_COMMIT_TIMEOUT`](crate::kafka::timeouts::FINAL_COMMIT_TIMEOUT)), librdkafka leaving
+/// the group ([`LEAVE_TIMEOUT`](crate::kafka::timeouts::LEAVE_TIMEOUT), a dynamic member only),
 /// and the admin listeners closing ([`ADMIN_SHUTDOWN_GRACE`](admin::ADMIN_SHUTDOWN_GRACE)).
 /// Whatever kills the process after a timeout of its own (Kubernetes'
 /// terminationGracePeriodSeconds, systemd's TimeoutStopSec) must wait longer than this;
 /// `tests/it/kubernetes.rs` checks the manifests against it.
 pub fn longest_graceful_stop(drain_timeout: std::time::Duration) -> std::time::Duration {
     shutdown_deadline(drain_timeout)
-        + crate::kafka::driver::FINAL_COMMIT_TIMEOUT
-        + crate::kafka::driver::LEAVE_TIMEOUT
+        + crate::kafka::timeouts::FINAL_COMMIT_TIMEOUT
+        + crate::kafka::timeouts::LEAVE_TIMEOUT
         + admin::ADMIN_SHUTDOWN_GRACE
 }
 

@@ -44,6 +44,7 @@ use crate::domain::Held;
 use crate::domain::connection::is_connection_error;
 use crate::domain::offset_reset::ResetPolicy;
 use crate::domain::{Assignment, CommitPosition};
+use crate::kafka::timeouts::{FINAL_COMMIT_TIMEOUT, LEAVE_TIMEOUT, START_OFFSETS_TIMEOUT};
 use position::{PositionTrust, passed_offsets_without_records};
 
 type Consumer_ = BaseConsumer<KafkaContext>;
@@ -56,15 +57,8 @@ const IDLE_WAIT: Duration = Duration::from_millis(100);
 const MAIN_QUEUE_EVENTS_PER_TURN: usize = 10_000;
 /// The least time between two looks at the consumer's positions.
 const POSITION_CHECK_EVERY: Duration = Duration::from_millis(20);
-/// How long a revoke waits for the commit in flight and then for the final commit.
-pub const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long asking the group coordinator for committed offsets at an assignment may take.
-const START_OFFSETS_TIMEOUT: Duration = Duration::from_secs(5);
 /// A commit without an answer for this long is reported in the log.
 const SLOW_COMMIT: Duration = Duration::from_secs(30);
-/// How long a member that gave up its partitions waits for librdkafka to leave the group
-/// before the consumer is closed anyway (see [`Driver::finished`]).
-pub const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the loop sleeps while leaving: nothing wakes it when librdkafka leaves.
 const LEAVING_WAIT: Duration = Duration::from_millis(10);
 

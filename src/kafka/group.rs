@@ -15,8 +15,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::config::KafkaConnection;
-
-const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
+use crate::kafka::timeouts::QUERY_TIMEOUT;
 
 /// A member of the group with the partitions of our topic it is assigned, as DescribeGroups
 /// tells.

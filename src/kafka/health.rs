@@ -15,10 +15,8 @@ use rdkafka::statistics::Statistics;
 use super::tls_probe::{self, Trust};
 use crate::domain::connection::{self, CauseKind, ClientIdentity, Problem, verdict_of_x509_error};
 use crate::domain::connection_health::{Change, ConnectionHealth};
+use crate::kafka::timeouts::PROBE_TIMEOUT;
 use crate::metrics::Metrics;
-
-/// How long the handshake of our own may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Who the client is, as far as a message may say: `sasl.mechanism` and `sasl.username` of
 /// `config` (never `sasl.password`).

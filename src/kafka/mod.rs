@@ -15,6 +15,7 @@ pub mod group;
 pub mod health;
 pub mod queue;
 pub mod reader;
+pub mod timeouts;
 pub mod tls_probe;
 
 pub use client::consumer_config;

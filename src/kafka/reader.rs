@@ -28,11 +28,10 @@ use super::fetched;
 use crate::config::KafkaConnection;
 use crate::domain::FetchedRecord;
 use crate::domain::rewind::TimeOffset;
+use crate::kafka::timeouts::QUERY_TIMEOUT;
 
 /// How long the reader waits for any answer from the broker before it gives up.
 const STALL: Duration = Duration::from_secs(60);
-/// Metadata and offset queries.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 const POLL: Duration = Duration::from_millis(100);
 /// Records read back from a partition's end to find its last record (transaction markers
 /// hold no record).

@@ -19,8 +19,6 @@
 
 use rdkafka::consumer::Consumer;
 
-use std::time::Duration;
-
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::Driver;
@@ -31,6 +29,7 @@ use crate::domain::HeldCause;
 use crate::domain::offset_reset::{OffsetReset, ResetPlan, ResetPolicy, plan};
 use crate::domain::{Assignment, Held};
 use crate::kafka::queue::QueueError;
+use crate::kafka::timeouts::WATERMARKS_TIMEOUT;
 
 /// A restart of a partition's fetching, carried out at the next turn of the driver's loop (see
 /// [`Driver::run_deferred`]).
@@ -49,9 +48,6 @@ pub(super) enum Deferred {
         at: i64,
     },
 }
-
-/// How long asking the partition's leader for its log's bounds may take.
-const WATERMARKS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How librdkafka names the start of a partition the group never committed (its
 /// `rd_kafka_offset_reset` reason, followed by the error's text).

@@ -20,13 +20,13 @@
 
 use super::position::PositionTrust;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use actix::Recipient;
 use rdkafka::Offset;
 use rdkafka::consumer::Consumer;
 
-use super::{Driver, FINAL_COMMIT_TIMEOUT, Reader};
+use super::{Driver, Reader};
 use crate::actors::messages::commands::LiveRewound;
 use crate::actors::messages::driver::{
     DrainForRewind, Fetched, PartitionsRestarted, PartitionsRewound,
@@ -35,6 +35,7 @@ use crate::actors::messages::driver::{OffsetResetResumed, RewindTarget};
 use crate::domain::HeldCause;
 use crate::domain::rewind::{Restart, restart, restart_past_gap};
 use crate::domain::{Assignment, CommitPosition, Held};
+use crate::kafka::timeouts::{COMMITTED_TIMEOUT, FINAL_COMMIT_TIMEOUT, SEEK_TIMEOUT};
 
 /// A fault for the tests of the binary, in debug builds only: with
 /// `HISTORY_TEST_REWIND_FAIL=once` in the environment when the service starts, the first live
@@ -45,11 +46,6 @@ pub const TEST_REWIND_FAIL: &str = "HISTORY_TEST_REWIND_FAIL";
 pub(super) fn fail_first_rewind() -> bool {
     cfg!(debug_assertions) && std::env::var(TEST_REWIND_FAIL).is_ok_and(|value| value == "once")
 }
-
-/// How long a seek may take (it is carried out by librdkafka's own threads).
-const SEEK_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long asking the group coordinator for committed offsets may take.
-const COMMITTED_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Driver {
     /// Rewinds `targets` and reports [`PartitionsRewound`] with `id`.
