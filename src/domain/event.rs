@@ -228,34 +228,17 @@ impl TicketEvent {
 impl Wire<'_> {
     /// The event these fields make, or why they make none.
     fn event(self) -> Result<TicketEvent, Rejection> {
-        let event_id = required_text("event_id", self.event_id)?.into_owned();
-        bounded(
+        let event_id = bounded_text(
             "event_id",
-            &event_id,
+            self.event_id,
             MAX_EVENT_ID_CHARS,
             RejectReason::OversizedId,
         )?;
-        let ticket_id = required_text("ticket_id", self.ticket_id)?.into_owned();
-        bounded(
-            "ticket_id",
-            &ticket_id,
-            MAX_TICKET_ID_CHARS,
-            RejectReason::OversizedField,
-        )?;
-        let from_status = required_text("from_status", self.from_status)?.into_owned();
-        bounded(
-            "from_status",
-            &from_status,
-            MAX_STATUS_CHARS,
-            RejectReason::OversizedField,
-        )?;
-        let to_status = required_text("to_status", self.to_status)?.into_owned();
-        bounded(
-            "to_status",
-            &to_status,
-            MAX_STATUS_CHARS,
-            RejectReason::OversizedField,
-        )?;
+        let oversized = RejectReason::OversizedField;
+        let ticket_id = bounded_text("ticket_id", self.ticket_id, MAX_TICKET_ID_CHARS, oversized)?;
+        let from_status =
+            bounded_text("from_status", self.from_status, MAX_STATUS_CHARS, oversized)?;
+        let to_status = bounded_text("to_status", self.to_status, MAX_STATUS_CHARS, oversized)?;
         let changed_at_text = required_text("changed_at", self.changed_at)?;
         let changed_at = DateTime::parse_from_rfc3339(&changed_at_text)
             .map_err(|e| {
@@ -323,6 +306,18 @@ fn required_text<'a>(
             format!("{field} must be a string, found {kind}"),
         )),
     }
+}
+
+/// A required text field the event keeps, refused with `reason` past `max_chars` characters.
+fn bounded_text(
+    field: &'static str,
+    value: Option<Field<'_>>,
+    max_chars: usize,
+    reason: RejectReason,
+) -> Result<String, Rejection> {
+    let text = required_text(field, value)?;
+    bounded(field, &text, max_chars, reason)?;
+    Ok(text.into_owned())
 }
 
 /// Refuses `text` when it has more than `max_chars` characters.

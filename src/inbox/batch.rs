@@ -23,8 +23,9 @@ use super::session::Session;
 
 use super::PgInboxError;
 use super::contract::Origin;
+use super::dead_letters;
 use super::sqlstate::Step;
-use super::statements::{SAVE_HISTORY, STORE_DEAD_LETTERS, TRY_INBOX};
+use super::statements::{SAVE_HISTORY, TRY_INBOX};
 use crate::domain::DeadLetter;
 use crate::domain::{Outcome, TicketEvent};
 
@@ -182,55 +183,32 @@ async fn write(
         .map(|((event, _), _)| *event)
         .collect();
     if !fresh.is_empty() {
-        let ids: Vec<&str> = fresh.iter().map(|e| e.event_id.as_str()).collect();
-        let tickets: Vec<&str> = fresh.iter().map(|e| e.ticket_id.as_str()).collect();
-        let from: Vec<&str> = fresh.iter().map(|e| e.from_status.as_str()).collect();
-        let to: Vec<&str> = fresh.iter().map(|e| e.to_status.as_str()).collect();
-        let changed_at: Vec<DateTime<Utc>> = fresh.iter().map(|e| e.changed_at).collect();
-        let failed = PgInboxError::at(Step::InsertHistory);
-        let statement = client.prepare_cached(SAVE_HISTORY).await.map_err(failed)?;
-        client
-            .execute(&statement, &[&ids, &tickets, &from, &to, &changed_at])
-            .await
-            .map_err(PgInboxError::at(Step::InsertHistory))?;
+        save_history(client, &fresh).await?;
     }
 
     if !letters.is_empty() {
-        let topics: Vec<&str> = letters.iter().map(|l| l.topic.as_str()).collect();
-        let partitions: Vec<i32> = letters.iter().map(|l| l.partition).collect();
-        let offsets: Vec<i64> = letters.iter().map(|l| l.offset).collect();
-        let keys: Vec<Option<&[u8]>> = letters.iter().map(|l| l.key.as_deref()).collect();
-        let payloads: Vec<Option<&[u8]>> = letters.iter().map(|l| l.payload.as_deref()).collect();
-        let reasons: Vec<&str> = letters
-            .iter()
-            .map(|l| l.rejection.reason.as_str())
-            .collect();
-        let messages: Vec<&str> = letters
-            .iter()
-            .map(|l| l.rejection.message.as_str())
-            .collect();
-        let failed = PgInboxError::at(Step::InsertDeadLetter);
-        let statement = client
-            .prepare_cached(STORE_DEAD_LETTERS)
-            .await
-            .map_err(failed)?;
-        client
-            .execute(
-                &statement,
-                &[
-                    &topics,
-                    &partitions,
-                    &offsets,
-                    &keys,
-                    &payloads,
-                    &reasons,
-                    &messages,
-                ],
-            )
-            .await
-            .map_err(PgInboxError::at(Step::InsertDeadLetter))?;
+        dead_letters::insert_all(client, letters).await?;
     }
     Ok(inserted)
+}
+
+/// SPEC §3 step 2 for `events`, in one statement (the SPEC §4 path passes one).
+pub(super) async fn save_history(
+    client: &Object,
+    events: &[&TicketEvent],
+) -> Result<(), PgInboxError> {
+    let ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
+    let tickets: Vec<&str> = events.iter().map(|e| e.ticket_id.as_str()).collect();
+    let from: Vec<&str> = events.iter().map(|e| e.from_status.as_str()).collect();
+    let to: Vec<&str> = events.iter().map(|e| e.to_status.as_str()).collect();
+    let changed_at: Vec<DateTime<Utc>> = events.iter().map(|e| e.changed_at).collect();
+    let failed = PgInboxError::at(Step::InsertHistory);
+    let statement = client.prepare_cached(SAVE_HISTORY).await.map_err(failed)?;
+    client
+        .execute(&statement, &[&ids, &tickets, &from, &to, &changed_at])
+        .await
+        .map_err(PgInboxError::at(Step::InsertHistory))?;
+    Ok(())
 }
 
 /// Per item, in input order: only the first occurrence of a new id is `Applied`.

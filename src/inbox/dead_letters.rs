@@ -18,26 +18,42 @@ pub async fn store(pool: &Pool, letter: &DeadLetter) -> Result<(), PgInboxError>
 /// Inserts a dead letter on `client` (inside the caller's transaction, if any): true if it is
 /// new, false if its position held a letter already.
 pub async fn insert(client: &Object, letter: &DeadLetter) -> Result<bool, PgInboxError> {
+    Ok(insert_all(client, &[letter]).await? == 1)
+}
+
+/// Inserts `letters` on `client` in one statement; how many were new.
+pub async fn insert_all(client: &Object, letters: &[&DeadLetter]) -> Result<u64, PgInboxError> {
+    let topics: Vec<&str> = letters.iter().map(|l| l.topic.as_str()).collect();
+    let partitions: Vec<i32> = letters.iter().map(|l| l.partition).collect();
+    let offsets: Vec<i64> = letters.iter().map(|l| l.offset).collect();
+    let keys: Vec<Option<&[u8]>> = letters.iter().map(|l| l.key.as_deref()).collect();
+    let payloads: Vec<Option<&[u8]>> = letters.iter().map(|l| l.payload.as_deref()).collect();
+    let reasons: Vec<&str> = letters
+        .iter()
+        .map(|l| l.rejection.reason.as_str())
+        .collect();
+    let messages: Vec<&str> = letters
+        .iter()
+        .map(|l| l.rejection.message.as_str())
+        .collect();
     let failed = PgInboxError::at(Step::InsertDeadLetter);
     let statement = client
         .prepare_cached(STORE_DEAD_LETTERS)
         .await
         .map_err(failed)?;
-    // The batch's statement with arrays of one.
-    let inserted = client
+    client
         .execute(
             &statement,
             &[
-                &[letter.topic.as_str()].as_slice(),
-                &[letter.partition].as_slice(),
-                &[letter.offset].as_slice(),
-                &[letter.key.as_deref()].as_slice(),
-                &[letter.payload.as_deref()].as_slice(),
-                &[letter.rejection.reason.as_str()].as_slice(),
-                &[letter.rejection.message.as_str()].as_slice(),
+                &topics,
+                &partitions,
+                &offsets,
+                &keys,
+                &payloads,
+                &reasons,
+                &messages,
             ],
         )
         .await
-        .map_err(PgInboxError::at(Step::InsertDeadLetter))?;
-    Ok(inserted == 1)
+        .map_err(PgInboxError::at(Step::InsertDeadLetter))
 }

@@ -10,7 +10,7 @@ use super::PgInboxError;
 use super::contract::{InboxRepository, Origin};
 use super::session::Session;
 use super::sqlstate::Step;
-use super::statements::{SAVE_HISTORY, TRY_INBOX};
+use super::statements::TRY_INBOX;
 use crate::domain::TicketEvent;
 
 /// The inbox repository over a deadpool-postgres pool. One value runs one transaction at a time.
@@ -60,26 +60,7 @@ impl InboxRepository for PgInbox {
     }
 
     async fn save_history(&mut self, event: &TicketEvent) -> Result<(), PgInboxError> {
-        let connection = self.connection()?;
-        let failed = PgInboxError::at(Step::InsertHistory);
-        let statement = connection
-            .prepare_cached(SAVE_HISTORY)
-            .await
-            .map_err(failed)?;
-        connection
-            .execute(
-                &statement,
-                &[
-                    &[event.event_id.as_str()].as_slice(),
-                    &[event.ticket_id.as_str()].as_slice(),
-                    &[event.from_status.as_str()].as_slice(),
-                    &[event.to_status.as_str()].as_slice(),
-                    &[event.changed_at].as_slice(),
-                ],
-            )
-            .await
-            .map_err(PgInboxError::at(Step::InsertHistory))?;
-        Ok(())
+        super::batch::save_history(self.connection()?, &[event]).await
     }
 
     async fn commit(&mut self) -> Result<(), PgInboxError> {

@@ -21,6 +21,7 @@ use crate::support::helpers::{free_port, own_database};
 use crate::support::helpers::{test_database, unique_name, wait_for};
 use crate::support::http::get;
 use crate::support::kafka::{TestKafka, numbered_event, story_900};
+use crate::support::repo::read;
 
 const COMPOSE_FILE: &str = "docker-compose.yml";
 const DASHBOARD: &str = "dashboards/history-consumer.json";
@@ -30,10 +31,6 @@ const PROMETHEUS_CONFIG: &str = "deploy/prometheus.yml";
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(path: &str) -> String {
-    std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("reading {path}: {e}"))
 }
 
 // ----- external tools -------------------------------------------------------------------------

@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use crate::deploy::{run_bounded, run_ok, tool};
 use crate::support::kafka::on_both_brokers;
+use crate::support::repo::{help_of_run, names_flag, read};
 
 /// The Kubernetes release the manifests are validated against (kubernetes-validate 1.37.0's
 /// newest schemas).
@@ -63,10 +64,6 @@ const CRD_SCHEMAS: [(&str, &str, &str); 4] = [
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(path: &str) -> String {
-    std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("reading {path}: {e}"))
 }
 
 /// A program of the validators' virtualenv (scripts/install-deps puts it there).
@@ -363,22 +360,6 @@ fn environment(objects: &[Value]) -> (BTreeMap<String, Value>, BTreeMap<String, 
     (env, from_maps)
 }
 
-fn help_of_run() -> String {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_history-consumer"));
-    command.args(["run", "--help"]);
-    run_ok(command, "history-consumer run --help").stdout
-}
-
-/// Whether `--flag` appears in the help as a whole flag (not as the start of a longer one).
-fn help_names_flag(help: &str, flag: &str) -> bool {
-    help.match_indices(flag).any(|(at, _)| {
-        help[at + flag.len()..]
-            .chars()
-            .next()
-            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'))
-    })
-}
-
 #[test]
 fn every_flag_and_variable_the_manifests_pass_is_one_the_service_knows() {
     let help = help_of_run();
@@ -411,7 +392,7 @@ fn every_flag_and_variable_the_manifests_pass_is_one_the_service_knows() {
         assert!(flags.len() >= 3, "{dir}: {flags:?}");
         for flag in flags {
             assert!(
-                help_names_flag(&help, flag),
+                names_flag(&help, flag),
                 "{dir}: `run --help` has no {flag}:\n{help}"
             );
         }

@@ -2,15 +2,9 @@
 //! configuration reference names every flag `run --help` prints. Regenerate the pages with
 //! `scripts/docs-generate`.
 
-use std::path::Path;
-use std::process::Command;
-
 use history_consumer::tools::reference::Page;
 
-fn read(path: &str) -> String {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
-    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-}
+use crate::support::repo::{self, help_of_run, names_flag, read};
 
 /// The first line where two texts part, for a message short enough to read.
 fn first_difference(stored: &str, generated: &str) -> String {
@@ -71,24 +65,9 @@ fn long_flags(text: &str) -> Vec<String> {
     flags
 }
 
-/// Whether `flag` appears in `text` as a whole flag (not as the start of a longer one).
-fn names_flag(text: &str, flag: &str) -> bool {
-    text.match_indices(flag).any(|(at, _)| {
-        text[at + flag.len()..]
-            .chars()
-            .next()
-            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'))
-    })
-}
-
 #[test]
 fn every_flag_of_run_help_is_in_the_configuration_reference() {
-    let output = Command::new(env!("CARGO_BIN_EXE_history-consumer"))
-        .args(["run", "--help"])
-        .output()
-        .expect("history-consumer run --help");
-    assert!(output.status.success(), "{output:?}");
-    let help = String::from_utf8(output.stdout).expect("UTF-8 help");
+    let help = help_of_run();
     let flags = long_flags(&help);
     assert!(
         flags.len() > 40 && flags.contains(&"--help".to_owned()),
@@ -158,7 +137,7 @@ fn anchors(text: &str) -> Vec<String> {
 
 #[test]
 fn every_link_of_the_readme_and_docs_reaches_a_file_and_a_heading() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repo::root();
     let mut pages = vec![root.join("README.md")];
     for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
         let path = entry.expect("an entry").path();
@@ -212,7 +191,7 @@ fn the_readme_stays_short_with_its_two_commands_and_a_link_to_every_page_of_docs
     for command in ["cargo run --release -- demo", "scripts/test "] {
         assert!(readme.contains(command), "README.md lost `{command}`");
     }
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let docs = repo::root().join("docs");
     for entry in std::fs::read_dir(docs).expect("docs/") {
         let name = entry.expect("an entry").file_name();
         let name = name.to_string_lossy();

@@ -12,6 +12,7 @@ pub mod kafka;
 pub mod metrics;
 pub mod proxy;
 pub mod raw_batch;
+pub mod repo;
 pub mod sasl_kafka;
 pub mod service;
 pub mod tansu;
