@@ -10,7 +10,7 @@ use actix::prelude::*;
 use chrono::{DateTime, Utc};
 
 use super::messages::{GetOverview, GetStatus};
-pub use super::status::{DisplayState, Overview, PartitionSummary, TrendPoint};
+pub use super::status::{DisplayState, Overview, PartitionSummary, StateReason, TrendPoint};
 use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
 use crate::domain::ConnectionHealth;
@@ -178,23 +178,18 @@ impl Monitor {
                 lag.unwrap_or(0),
             ),
         };
-        let reason_text = |reason: &StuckReason| match (&view.fetch, reason) {
-            (Some(Trouble::Held(held)), _) => held.describe(),
-            (Some(Trouble::Failing(failure)), StuckReason::Stalled { .. }) => {
-                format!("{reason}; fetching fails: {}", failure.detail)
-            }
-            _ => reason.to_string(),
-        };
         let (state, state_reason) = match (&stuck, view.actor.as_ref().map(|a| a.state)) {
             (_, Some(PartitionState::Draining)) => (DisplayState::Draining, None),
-            (Some(reason), _) => (DisplayState::Stuck, Some(reason_text(reason))),
-            (None, Some(PartitionState::Paused)) => {
-                (DisplayState::Paused, Some("paused by an operator".into()))
-            }
-            (None, Some(PartitionState::BacklogFull)) => (
-                DisplayState::Paused,
-                Some("Unknown backlog at its bound: new records wait".into()),
+            (Some(reason), _) => (
+                DisplayState::Stuck,
+                Some(StateReason::Stuck(explain(reason, view.fetch.as_ref()))),
             ),
+            (None, Some(PartitionState::Paused)) => {
+                (DisplayState::Paused, Some(StateReason::PausedByOperator))
+            }
+            (None, Some(PartitionState::BacklogFull)) => {
+                (DisplayState::Paused, Some(StateReason::BacklogAtBound))
+            }
             (None, Some(PartitionState::Retrying)) => (DisplayState::Retrying, None),
             _ => (DisplayState::Running, None),
         };
@@ -215,6 +210,18 @@ impl Monitor {
             lag_seconds,
             oldest_unknown_seconds: oldest_unknown.map(|d| d.as_secs_f64()),
         }
+    }
+}
+
+/// A stuck partition's reason with what its fetching says about it: a held partition is
+/// described by its hold, a stall by the fetch failure behind it.
+fn explain(reason: &StuckReason, fetch: Option<&Trouble>) -> String {
+    match (fetch, reason) {
+        (Some(Trouble::Held(held)), _) => held.describe(),
+        (Some(Trouble::Failing(failure)), StuckReason::Stalled { .. }) => {
+            format!("{reason}; fetching fails: {}", failure.detail)
+        }
+        _ => reason.to_string(),
     }
 }
 

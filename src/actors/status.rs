@@ -220,6 +220,20 @@ impl DisplayState {
     }
 }
 
+/// Why a partition is in its [`DisplayState`], for the paused and stuck ones. The monitor
+/// decides which; the words an operator reads (in pages, and as a string in the JSON API) are
+/// the admin's (`admin::wording`), except a stuck partition's, which are the stuck rules' own
+/// and travel to the other members of the group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateReason {
+    /// What the stuck rules found, with what fetching says about it.
+    Stuck(String),
+    /// An operator paused it.
+    PausedByOperator,
+    /// Its backlog of Unknown records is at its bound, so new records wait.
+    BacklogAtBound,
+}
+
 /// One point of a partition's trend.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TrendPoint {
@@ -235,8 +249,8 @@ pub struct PartitionSummary {
     #[serde(flatten)]
     pub view: PartitionView,
     pub state: DisplayState,
-    /// Why the state is what it is, in words (for paused and stuck).
-    pub state_reason: Option<String>,
+    /// Why the state is what it is (for paused and stuck).
+    pub state_reason: Option<StateReason>,
     pub stuck: Option<StuckReason>,
     /// The end of the partition, at least ([`PartitionView::end`]): what pages and the API show
     /// beside the watermark, never below it (`observed` keeps librdkafka's own figures).

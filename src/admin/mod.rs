@@ -11,7 +11,7 @@
 //! (the admin's own connections), [`auth`] (token, CSRF) with [`sessions`] and [`throttle`],
 //! [`error`] (why a request failed, as JSON or as a page),
 //! [`redirect`] (where a sign-in may lead), [`sparkline`] (trend SVG), [`rewind`] (the live
-//! rewind: its confirmation, execution and page), [`tls`] (HTTPS on both listeners).
+//! rewind: its confirmation, execution and page), [`tls`] (HTTPS on both listeners), [`wording`] (what a partition's state is called).
 
 pub mod auth;
 pub mod error;
@@ -26,6 +26,7 @@ pub mod sparkline;
 pub mod throttle;
 pub mod tls;
 pub mod waiting;
+pub mod wording;
 
 use std::net::TcpListener;
 use std::sync::Arc;

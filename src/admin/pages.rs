@@ -70,7 +70,11 @@ impl RowView {
         RowView {
             partition: view.partition,
             state: summary.state.as_str(),
-            reason: summary.state_reason.clone().unwrap_or_default(),
+            reason: summary
+                .state_reason
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             committed: or_dash(view.committed()),
             watermark: or_dash(view.checkpoint.as_ref().and_then(|c| c.watermark)),
             high_watermark: or_dash(summary.end),

@@ -9,7 +9,7 @@ use deadpool_postgres::Pool;
 use serde::Serialize;
 
 use super::identity::MemberIdentity;
-use crate::actors::status::{DisplayState, PartitionSummary};
+use crate::actors::status::{PartitionSummary, StateReason};
 use crate::inbox::PgInboxError;
 
 /// One partition as its owner reports it.
@@ -49,8 +49,8 @@ impl PartitionReport {
             lag_records: summary.lag,
             lag_seconds: summary.lag_seconds,
             unknown: actor.map_or(0, |a| i32::try_from(a.backlog.len()).unwrap_or(i32::MAX)),
-            stuck_reason: match summary.state {
-                DisplayState::Stuck => summary.state_reason.clone(),
+            stuck_reason: match &summary.state_reason {
+                Some(StateReason::Stuck(text)) => Some(text.clone()),
                 _ => None,
             },
             paused: actor.is_some_and(|a| a.operator_paused),
