@@ -123,8 +123,9 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
             BatchItem::DeadLetter(letter) => letters.push(letter),
         }
     }
-    // By id, and an id's occurrences in input order: the first one is kept.
-    events.sort_unstable_by(|a, b| a.1.event_id.cmp(&b.1.event_id).then(a.0.cmp(&b.0)));
+    // By id, and an id's occurrences in input order (a stable sort): the first one is kept.
+    // Ids from an outbox arrive mostly in order, and a stable sort takes such runs whole.
+    events.sort_by(|a, b| a.1.event_id.cmp(&b.1.event_id));
     events.dedup_by(|later, first| later.1.event_id == first.1.event_id);
     letters.sort_unstable_by(|a, b| {
         (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
@@ -151,6 +152,26 @@ fn position(events: &[(&TicketEvent, Origin)], event_id: &str) -> Option<usize> 
         .ok()
 }
 
+/// Finds the ids an insert returned among the planned events. PostgreSQL returns the rows of
+/// an `INSERT ... SELECT` in the order it inserted them, which is the planned order, so the
+/// slot after the previous one found is tried before a binary search; any order gives the
+/// same answer.
+struct Returned<'p, 'a> {
+    events: &'p [(&'a TicketEvent, Origin)],
+    next: usize,
+}
+
+impl Returned<'_, '_> {
+    fn position(&mut self, event_id: &str) -> Option<usize> {
+        let found = match self.events.get(self.next) {
+            Some((event, _)) if event.event_id == event_id => self.next,
+            _ => position(self.events, event_id)?,
+        };
+        self.next = found + 1;
+        Some(found)
+    }
+}
+
 /// The three inserts; returns, per planned event, whether this transaction inserted its
 /// marker.
 async fn write(
@@ -165,12 +186,13 @@ async fn write(
         let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
         let failed = PgInboxError::at(Step::InsertMarker);
         let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
+        let mut returned = Returned { events, next: 0 };
         for row in client
             .query(&statement, &[&ids, &partitions, &offsets])
             .await
             .map_err(PgInboxError::at(Step::InsertMarker))?
         {
-            if let Some(i) = position(events, row.get::<_, &str>(0)) {
+            if let Some(i) = returned.position(row.get::<_, &str>(0)) {
                 inserted[i] = true;
             }
         }
@@ -311,6 +333,25 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn a_returned_id_is_found_where_a_search_finds_it_in_any_order(
+            ids in proptest::collection::btree_set(0u16..200, 0..40),
+            asked in proptest::collection::vec(0u16..200, 0..40),
+        ) {
+            // Zero-padded, so the set's order is the ids' order: the plan's.
+            let name = |i: u16| format!("e{i:03}");
+            let events: Vec<TicketEvent> = ids.iter().map(|&i| event(&name(i))).collect();
+            let planned: Vec<(&TicketEvent, Origin)> = events.iter().map(|e| (e, at(0))).collect();
+            let mut returned = Returned { events: &planned, next: 0 };
+            for &i in &asked {
+                proptest::prop_assert_eq!(returned.position(&name(i)), position(&planned, &name(i)));
+            }
+            let mut in_order = Returned { events: &planned, next: 0 };
+            for (slot, &i) in ids.iter().enumerate() {
+                proptest::prop_assert_eq!(in_order.position(&name(i)), Some(slot));
+            }
+        }
+
         #[test]
         fn outcomes_are_those_of_searching_each_id_in_the_plan(
             ids in proptest::collection::vec(0u8..6, 0..24),

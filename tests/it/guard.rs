@@ -18,6 +18,7 @@ use crate::support::http::get;
 use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, produce, wait_committed};
 use crate::support::metrics;
+use crate::support::metrics::value as metric;
 use crate::support::service::ServiceProcess;
 
 /// Records rejected in a row that one partition may dead-letter.
@@ -248,8 +249,12 @@ async fn wait_held_by(service: &ServiceProcess, kafka: &TestKafka, db: &TestDb, 
         .unwrap();
     for partition in 0..PARTITIONS {
         let series =
-            format!("history_partition_dead_letter_guard_engaged{{partition=\"{partition}\"}} 1");
-        assert!(metrics.contains(&series), "{series} in\n{metrics}");
+            format!("history_partition_dead_letter_guard_engaged{{partition=\"{partition}\"}}");
+        assert_eq!(
+            metric(&metrics, &series),
+            Some(1.0),
+            "{series} in\n{metrics}"
+        );
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::support::app::{spawn_app, spawn_app_with, test_settings};
 use crate::support::helpers::{assert_stored_once, test_database, unique_name, wait_for};
 use crate::support::kafka::{TestKafka, produce, wait_committed};
+use crate::support::metrics::value as metric;
 use crate::support::sasl_kafka::{self, MECHANISM, sasl_options};
 use crate::support::service::ServiceProcess;
 use crate::support::tls_kafka::{self, Clients, tls_options};
@@ -130,10 +131,16 @@ async fn a_broker_certificate_of_an_unknown_authority_keeps_the_service_up_and_u
     assert_eq!(failing["cause"]["problem"], "certificate_not_trusted");
     let (_, metrics) = get(&service.admin, "/metrics").await.expect("metrics");
     assert!(
-        metrics.contains("history_kafka_connection_failing{cause=\"tls\"} 1"),
+        metric(&metrics, "history_kafka_connection_failing{cause=\"tls\"}") == Some(1.0),
         "{metrics}"
     );
-    assert!(metrics.contains("history_kafka_connection_failing{cause=\"authentication\"} 0"));
+    assert_eq!(
+        metric(
+            &metrics,
+            "history_kafka_connection_failing{cause=\"authentication\"}"
+        ),
+        Some(0.0)
+    );
 
     // librdkafka keeps retrying (the front sees its handshakes fail); the service stays up,
     // unready, and says so once.
@@ -279,7 +286,10 @@ async fn a_wrong_scram_password_keeps_the_service_up_and_unready_naming_the_user
         .expect("the status");
     let (_, metrics) = get(&service.admin, "/metrics").await.expect("metrics");
     assert!(
-        metrics.contains("history_kafka_connection_failing{cause=\"authentication\"} 1"),
+        metric(
+            &metrics,
+            "history_kafka_connection_failing{cause=\"authentication\"}"
+        ) == Some(1.0),
         "{metrics}"
     );
     nothing_stored_nor_committed(&db, &kafka, &group).await;

@@ -13,6 +13,7 @@ use crate::support::http::{Response, request};
 use crate::support::kafka::{
     Broker, TestKafka, a_moment_between, numbered_event, point_in_time, produce,
 };
+use crate::support::metrics::value as metric;
 use crate::support::webdriver::Browser;
 
 use crate::support::app::ADMIN_TOKEN as TOKEN;
@@ -477,9 +478,7 @@ async fn a_live_rewind_that_cannot_position_its_partition_keeps_it_in_plain_sigh
             .text()
             .await
             .ok()?;
-        metrics
-            .contains("history_partition_stuck{partition=\"0\"} 1")
-            .then_some(())
+        (metric(&metrics, "history_partition_stuck{partition=\"0\"}") == Some(1.0)).then_some(())
     })
     .await;
     produce_to(&kafka, 20..25, 0).await;

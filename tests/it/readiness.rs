@@ -9,6 +9,7 @@ use crate::support::helpers::{
     assert_stored_once, free_port, test_database, unique_name, wait_for,
 };
 use crate::support::kafka::{Broker, TestKafka, produce, wait_committed};
+use crate::support::metrics::value as metric;
 use crate::support::proxy::{Proxy, through, upstream};
 use crate::support::service::ServiceProcess;
 
@@ -78,7 +79,10 @@ async fn a_broker_outage_makes_the_service_unready_for_unreachable_brokers_until
     );
     let metrics = crate::support::http::get(&addr, "/metrics").await.body;
     assert!(
-        metrics.contains("history_kafka_connection_failing{cause=\"unreachable\"} 1"),
+        metric(
+            &metrics,
+            "history_kafka_connection_failing{cause=\"unreachable\"}"
+        ) == Some(1.0),
         "{metrics}"
     );
 
@@ -93,7 +97,13 @@ async fn a_broker_outage_makes_the_service_unready_for_unreachable_brokers_until
     )
     .await;
     let metrics = crate::support::http::get(&addr, "/metrics").await.body;
-    assert!(metrics.contains("history_kafka_connection_failing{cause=\"unreachable\"} 0"));
+    assert_eq!(
+        metric(
+            &metrics,
+            "history_kafka_connection_failing{cause=\"unreachable\"}"
+        ),
+        Some(0.0)
+    );
     app.shutdown().await;
 }
 

@@ -78,11 +78,9 @@ async fn a_database_outage_backs_up_unknowns_pauses_at_the_bound_and_heals_dead_
     );
     // The driver paused fetching once the queue was full.
     wait_for(Duration::from_secs(10), "fetching to pause", || async {
-        app.handle
-            .metrics
-            .render()
-            .contains("history_partition_fetch_paused{partition=\"0\"} 1")
-            .then_some(())
+        (crate::support::metrics::of(&app, "history_partition_fetch_paused{partition=\"0\"}")
+            == Some(1.0))
+        .then_some(())
     })
     .await;
     // The committed offset never passes the first Unknown, however long it lasts.

@@ -69,11 +69,13 @@ fn string_bytes(bytes: &[u8], start: usize) -> Option<(&[u8], bool, usize)> {
     let rest = bytes.get(start..)?;
     let mut at = 0;
     let mut ascii = true;
-    // Eight bytes at a time while none of them needs a look: no quote, backslash, control
-    // character or byte above ASCII.
+    // Eight bytes at a time while none of them needs a look (no quote, backslash, control
+    // character or byte above ASCII), then straight to the first one that does: the closing
+    // quote, most of the time.
     while let Some(word) = rest.get(at..at + 8) {
         let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-        if needs_a_look(word) {
+        if let Some(first) = first_to_look_at(word) {
+            at += first;
             break;
         }
         at += 8;
@@ -92,16 +94,19 @@ fn string_bytes(bytes: &[u8], start: usize) -> Option<(&[u8], bool, usize)> {
     None
 }
 
-/// Whether any byte of `word` is a quote, a backslash, a control character (below 0x20) or
-/// not ASCII (the classic bit tricks for "has a zero byte" and "has a byte less than n").
-fn needs_a_look(word: u64) -> bool {
+/// The first byte of `word` (in memory order) that is a quote, a backslash, a control
+/// character (below 0x20) or not ASCII; `None` when none is. The classic bit tricks for "has a
+/// zero byte" and "has a byte less than n" can mark bytes after a true one (a borrow carries
+/// on), never before it, so the lowest mark is exact.
+fn first_to_look_at(word: u64) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
     let quote = has_zero(word ^ (ONES * u64::from(b'"')));
     let backslash = has_zero(word ^ (ONES * u64::from(b'\\')));
     let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
-    (quote | backslash | control | (word & HIGH)) != 0
+    let marks = quote | backslash | control | (word & HIGH);
+    (marks != 0).then(|| marks.trailing_zeros() as usize / 8)
 }
 
 /// As [`string_bytes`], the bytes as text; `None` also when they are not UTF-8.
@@ -136,11 +141,19 @@ mod tests {
 
     proptest! {
         #[test]
-        fn a_word_needs_a_look_exactly_when_one_of_its_bytes_does(word in any::<[u8; 8]>()) {
+        fn a_words_first_byte_to_look_at_is_the_first_that_needs_a_look(
+            word in prop::array::uniform8(prop_oneof![
+                1 => Just(b'"'),
+                1 => Just(b'\\'),
+                1 => 0u8..0x20,
+                12 => 0x20u8..0x80,
+                1 => 0x80u8..=0xff,
+            ]),
+        ) {
             let byte_needs = |b: u8| b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b);
             prop_assert_eq!(
-                needs_a_look(u64::from_le_bytes(word)),
-                word.iter().any(|&b| byte_needs(b))
+                first_to_look_at(u64::from_le_bytes(word)),
+                word.iter().position(|&b| byte_needs(b))
             );
         }
 
