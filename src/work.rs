@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
@@ -29,9 +30,9 @@ pub enum Work {
         origin: Origin,
         timestamp: Option<DateTime<Utc>>,
         /// The record's key and bytes as delivered, for a dead letter should the database
-        /// reject the event, or an operator set it aside.
+        /// reject the event, or an operator set it aside. The event's text shares the bytes.
         key: Option<Vec<u8>>,
-        payload: Option<Vec<u8>>,
+        payload: Option<Bytes>,
     },
     DeadLetter {
         letter: DeadLetter,
@@ -51,15 +52,16 @@ impl Work {
             partition,
             offset: record.offset,
         };
+        let payload = record.payload.map(Bytes::from);
         let parsed =
-            TicketEvent::parse(record.payload.as_deref().unwrap_or(b""), max_payload_bytes);
+            TicketEvent::parse_shared(payload.as_ref().unwrap_or(&Bytes::new()), max_payload_bytes);
         match parsed {
             Ok(event) => Work::Event {
                 event,
                 origin,
                 timestamp: record.timestamp,
                 key: record.key,
-                payload: record.payload,
+                payload,
             },
             Err(rejection) => Work::DeadLetter {
                 letter: DeadLetter {
@@ -67,7 +69,7 @@ impl Work {
                     partition,
                     offset: record.offset,
                     key: record.key,
-                    payload: record.payload,
+                    payload: payload.map(Vec::from),
                     rejection,
                 },
                 timestamp: record.timestamp,
@@ -110,7 +112,7 @@ impl Work {
                 partition: origin.partition,
                 offset: origin.offset,
                 key: key.clone(),
-                payload: payload.clone(),
+                payload: payload.as_deref().map(<[u8]>::to_vec),
                 rejection,
             },
             Work::DeadLetter { letter, .. } => DeadLetter {

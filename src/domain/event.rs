@@ -5,6 +5,8 @@
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
+use bytestring::ByteString;
 use chrono::{DateTime, Utc};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -26,12 +28,16 @@ pub const MAX_TICKET_ID_CHARS: usize = 200;
 pub const MAX_STATUS_CHARS: usize = 64;
 
 /// One logical ticket status transition. Only `event_id` identifies it.
+///
+/// Its text fields are [`ByteString`]s: parsed from a record ([`TicketEvent::parse_shared`]),
+/// a field written without escapes (nearly all of them) shares the record's payload instead of
+/// being copied out of it, so an event costs no allocation of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TicketEvent {
-    pub event_id: String,
-    pub ticket_id: String,
-    pub from_status: String,
-    pub to_status: String,
+    pub event_id: ByteString,
+    pub ticket_id: ByteString,
+    pub from_status: ByteString,
+    pub to_status: ByteString,
     pub changed_at: DateTime<Utc>,
 }
 
@@ -198,19 +204,26 @@ impl<'de: 'a, 'a> Visitor<'de> for FieldVisitor<'a> {
 
 impl TicketEvent {
     /// Parses and validates a record's value bytes, accepting at most `max_bytes` of them.
+    /// The event's text is copied out of `bytes` (see [`TicketEvent::parse_shared`]).
     pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<TicketEvent, Rejection> {
         if bytes.len() > max_bytes {
-            return Err(Rejection::new(
-                RejectReason::PayloadTooLarge,
-                format!("payload is {} bytes, the limit is {max_bytes}", bytes.len()),
-            ));
+            return Err(too_large(bytes, max_bytes));
+        }
+        TicketEvent::parse_shared(&Bytes::copy_from_slice(bytes), max_bytes)
+    }
+
+    /// As [`TicketEvent::parse`], with fields that share `payload` where they can.
+    pub fn parse_shared(payload: &Bytes, max_bytes: usize) -> Result<TicketEvent, Rejection> {
+        let bytes: &[u8] = payload;
+        if bytes.len() > max_bytes {
+            return Err(too_large(bytes, max_bytes));
         }
         let wire = match scan::scan(bytes) {
             Some(wire) => wire,
             None => serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?,
         };
 
-        wire.event()
+        wire.event(payload)
     }
 
     /// The canonical JSON encoding of this event (what a well-behaved producer sends).
@@ -226,20 +239,30 @@ impl TicketEvent {
     }
 }
 
+/// Why a payload is refused before it is read.
+fn too_large(bytes: &[u8], max_bytes: usize) -> Rejection {
+    Rejection::new(
+        RejectReason::PayloadTooLarge,
+        format!("payload is {} bytes, the limit is {max_bytes}", bytes.len()),
+    )
+}
+
 impl Wire<'_> {
-    /// The event these fields make, or why they make none.
-    fn event(self) -> Result<TicketEvent, Rejection> {
-        let event_id = bounded_text(
+    /// The event these fields (read from `payload`) make, or why they make none.
+    fn event(self, payload: &Bytes) -> Result<TicketEvent, Rejection> {
+        let text = |field, value, max_chars, reason| {
+            bounded_text(field, value, max_chars, reason).map(|text| shared(payload, text))
+        };
+        let event_id = text(
             "event_id",
             self.event_id,
             MAX_EVENT_ID_CHARS,
             RejectReason::OversizedId,
         )?;
         let oversized = RejectReason::OversizedField;
-        let ticket_id = bounded_text("ticket_id", self.ticket_id, MAX_TICKET_ID_CHARS, oversized)?;
-        let from_status =
-            bounded_text("from_status", self.from_status, MAX_STATUS_CHARS, oversized)?;
-        let to_status = bounded_text("to_status", self.to_status, MAX_STATUS_CHARS, oversized)?;
+        let ticket_id = text("ticket_id", self.ticket_id, MAX_TICKET_ID_CHARS, oversized)?;
+        let from_status = text("from_status", self.from_status, MAX_STATUS_CHARS, oversized)?;
+        let to_status = text("to_status", self.to_status, MAX_STATUS_CHARS, oversized)?;
         let changed_at_text = required_text("changed_at", self.changed_at)?;
         let changed_at = match timestamp::utc(&changed_at_text) {
             Some(at) => at,
@@ -316,15 +339,30 @@ fn required_text<'a>(
 }
 
 /// A required text field the event keeps, refused with `reason` past `max_chars` characters.
-fn bounded_text(
+fn bounded_text<'a>(
     field: &'static str,
-    value: Option<Field<'_>>,
+    value: Option<Field<'a>>,
     max_chars: usize,
     reason: RejectReason,
-) -> Result<String, Rejection> {
+) -> Result<Cow<'a, str>, Rejection> {
     let text = required_text(field, value)?;
     bounded(field, &text, max_chars, reason)?;
-    Ok(text.into_owned())
+    Ok(text)
+}
+
+/// `text` as the event keeps it: text borrowed from `payload` (written there without escapes)
+/// shares its bytes, unescaped text is its own.
+fn shared(payload: &Bytes, text: Cow<'_, str>) -> ByteString {
+    match text {
+        Cow::Borrowed(text) => {
+            // `slice_ref` checks that `text` lies within `payload` (it panics otherwise, and
+            // every borrowed field is read from it).
+            let bytes = payload.slice_ref(text.as_bytes());
+            // SAFETY: the bytes are exactly those of `text`, a `str`: UTF-8.
+            unsafe { ByteString::from_bytes_unchecked(bytes) }
+        }
+        Cow::Owned(text) => ByteString::from(text),
+    }
 }
 
 /// Refuses `text` when it has more than `max_chars` characters.
@@ -402,12 +440,23 @@ mod tests {
             to_status: field(values.to_status),
             changed_at: field(values.changed_at),
         }
-        .event()
+        .event(&Bytes::new())
     }
 
     const LIMIT: usize = 64 * 1024;
 
     const STORY_900: &str = r#"{"event_id":"event-ticket-900","ticket_id":"ticket-42","from_status":"open","to_status":"resolved","changed_at":"2026-10-03T08:00:00Z"}"#;
+
+    #[test]
+    fn text_without_escapes_shares_the_payload_and_escaped_text_is_its_own() {
+        let payload = Bytes::from(STORY_900.replace(r#""open""#, r#""op\u0065n""#));
+        let event = TicketEvent::parse_shared(&payload, LIMIT).unwrap();
+        let shares = |text: &str| payload.as_ptr_range().contains(&text.as_ptr());
+        assert!(shares(&event.event_id) && shares(&event.ticket_id) && shares(&event.to_status));
+        assert_eq!(&*event.from_status, "open");
+        assert!(!shares(&event.from_status));
+        assert_eq!(event, TicketEvent::parse(&payload, LIMIT).unwrap());
+    }
 
     fn reason_of(bytes: &str) -> RejectReason {
         TicketEvent::parse(bytes.as_bytes(), LIMIT)
@@ -602,10 +651,10 @@ mod tests {
             seconds in 0i64..4_000_000_000,
         ) -> TicketEvent {
             TicketEvent {
-                event_id,
-                ticket_id,
-                from_status,
-                to_status,
+                event_id: event_id.into(),
+                ticket_id: ticket_id.into(),
+                from_status: from_status.into(),
+                to_status: to_status.into(),
                 changed_at: DateTime::from_timestamp(seconds, 0).unwrap(),
             }
         }

@@ -148,7 +148,7 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
 /// Where `event_id` is in the planned events (sorted by id, each id once).
 fn position(events: &[(&TicketEvent, Origin)], event_id: &str) -> Option<usize> {
     events
-        .binary_search_by(|(event, _)| event.event_id.as_str().cmp(event_id))
+        .binary_search_by(|(event, _)| (*event.event_id).cmp(event_id))
         .ok()
 }
 
@@ -181,7 +181,7 @@ async fn write(
 ) -> Result<Vec<bool>, PgInboxError> {
     let mut inserted = vec![false; events.len()];
     if !events.is_empty() {
-        let ids: Vec<&str> = events.iter().map(|(e, _)| e.event_id.as_str()).collect();
+        let ids: Vec<&str> = events.iter().map(|(e, _)| &*e.event_id).collect();
         let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
         let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
         let failed = PgInboxError::at(Step::InsertMarker);
@@ -219,10 +219,10 @@ pub(super) async fn save_history(
     client: &Object,
     events: &[&TicketEvent],
 ) -> Result<(), PgInboxError> {
-    let ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
-    let tickets: Vec<&str> = events.iter().map(|e| e.ticket_id.as_str()).collect();
-    let from: Vec<&str> = events.iter().map(|e| e.from_status.as_str()).collect();
-    let to: Vec<&str> = events.iter().map(|e| e.to_status.as_str()).collect();
+    let ids: Vec<&str> = events.iter().map(|e| &*e.event_id).collect();
+    let tickets: Vec<&str> = events.iter().map(|e| &*e.ticket_id).collect();
+    let from: Vec<&str> = events.iter().map(|e| &*e.from_status).collect();
+    let to: Vec<&str> = events.iter().map(|e| &*e.to_status).collect();
     let changed_at: Vec<DateTime<Utc>> = events.iter().map(|e| e.changed_at).collect();
     let failed = PgInboxError::at(Step::InsertHistory);
     let statement = client.prepare_cached(SAVE_HISTORY).await.map_err(failed)?;
@@ -294,7 +294,7 @@ mod tests {
         assert_eq!(slots, [Some(1), Some(0), None]);
         let planned: Vec<(&str, i64)> = events
             .iter()
-            .map(|(e, o)| (e.event_id.as_str(), o.offset))
+            .map(|(e, o)| (&*e.event_id, o.offset))
             .collect();
         assert_eq!(planned, [("a", 2), ("b", 1)]);
         assert!(letters.is_empty());

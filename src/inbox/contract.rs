@@ -194,7 +194,8 @@ mod tests {
                     self.committed_inbox.insert(marker);
                 }
                 if let Some(event) = self.staged_history.take() {
-                    self.committed_history.insert(event.event_id.clone(), event);
+                    self.committed_history
+                        .insert(event.event_id.to_string(), event);
                 }
             }
             failure.map_or(Ok(()), Err)

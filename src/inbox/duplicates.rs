@@ -49,9 +49,9 @@ fn cause(first: Option<&FirstSeen>, event: &TicketEvent, origin: Origin) -> Dupl
         return DuplicateCause::Redelivery;
     }
     let same_payload = first.stored.as_ref().is_some_and(|(ticket, from, to, at)| {
-        *ticket == event.ticket_id
-            && *from == event.from_status
-            && *to == event.to_status
+        *ticket == *event.ticket_id
+            && *from == *event.from_status
+            && *to == *event.to_status
             && *at == event.changed_at
     });
     if same_payload {
@@ -73,7 +73,7 @@ pub async fn classify_many(
     let statement = client.prepare_cached(FIRST_SEEN).await?;
     let ids: Vec<&str> = duplicates
         .iter()
-        .map(|(event, _)| event.event_id.as_str())
+        .map(|(event, _)| &*event.event_id)
         .collect();
     let partitions: Vec<i32> = duplicates.iter().map(|(_, o)| o.partition).collect();
     let offsets: Vec<i64> = duplicates.iter().map(|(_, o)| o.offset).collect();
@@ -134,7 +134,12 @@ mod tests {
         FirstSeen {
             partition: Some(0),
             offset: Some(7),
-            stored: Some((e.ticket_id, e.from_status, e.to_status, e.changed_at)),
+            stored: Some((
+                e.ticket_id.to_string(),
+                e.from_status.to_string(),
+                e.to_status.to_string(),
+                e.changed_at,
+            )),
         }
     }
 

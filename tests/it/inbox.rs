@@ -273,7 +273,7 @@ async fn anti_pattern_commit_marker_then_crash(db: &TestDb, event: &TicketEvent)
     client
         .execute(
             "INSERT INTO inbox (event_id) VALUES ($1) ON CONFLICT (event_id) DO NOTHING",
-            &[&event.event_id],
+            &[&&*event.event_id],
         )
         .await
         .unwrap();

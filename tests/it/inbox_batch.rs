@@ -17,8 +17,8 @@ use BatchOutcome::{AlreadyApplied, Applied, DeadLettered};
 /// Event number `n`, with an id whose text order is its numeric order.
 fn event(n: usize) -> TicketEvent {
     TicketEvent {
-        event_id: format!("event-{n:05}"),
-        ticket_id: format!("ticket-{}", n % 7),
+        event_id: format!("event-{n:05}").into(),
+        ticket_id: format!("ticket-{}", n % 7).into(),
         from_status: "open".into(),
         to_status: "resolved".into(),
         changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 0, 0).unwrap()
@@ -109,7 +109,7 @@ async fn a_batch_of_new_events_is_all_applied_with_one_row_each_and_its_origin()
         )
         .await
         .unwrap();
-    assert_eq!(row.get::<_, String>(0), events[4].ticket_id);
+    assert_eq!(row.get::<_, String>(0), *events[4].ticket_id);
     assert_eq!(row.get::<_, String>(1), "open");
     assert_eq!(row.get::<_, String>(2), "resolved");
     assert_eq!(row.get::<_, chrono::DateTime<Utc>>(3), events[4].changed_at);

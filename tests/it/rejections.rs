@@ -50,7 +50,7 @@ async fn the_incidents_long_ticket_id_is_an_index_limit_that_rejects_the_row_at_
     let db = test_database().await;
     let mut event = event_900();
     // Past validation on purpose: the database's own verdict on the incident's record.
-    event.ticket_id = incompressible(1000);
+    event.ticket_id = incompressible(1000).into();
     let error = process(&db, &event).await;
     assert_eq!(error.step(), Some(Step::InsertHistory));
     assert_eq!(error.sqlstate(), Some("54000"));

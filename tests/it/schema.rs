@@ -145,9 +145,9 @@ fn any_event_that_parses_is_stored_by_the_real_schema_alone_and_in_a_batch() {
                     prop_assert_eq!(
                         (ticket, from, to),
                         (
-                            event.ticket_id.clone(),
-                            event.from_status.clone(),
-                            event.to_status.clone()
+                            event.ticket_id.to_string(),
+                            event.from_status.to_string(),
+                            event.to_status.to_string()
                         )
                     );
                 }

@@ -75,7 +75,7 @@ impl DatabaseWork {
         }
         let rows = match ids {
             IdKind::Ordered => RunRows::Prefix(prefix),
-            IdKind::Random => RunRows::Ids(unique.iter().cloned().collect()),
+            IdKind::Random => RunRows::Ids(unique.iter().map(ToString::to_string).collect()),
         };
         DatabaseWork {
             records: sent.len() as u64,

@@ -75,12 +75,15 @@ impl Iterator for Workload {
         Some(match record.kind {
             RecordKind::Fresh(mut event) => {
                 let id = uuid_v4(rng);
-                given.insert(std::mem::replace(&mut event.event_id, id.clone()), id);
+                given.insert(
+                    std::mem::replace(&mut event.event_id, id.as_str().into()).to_string(),
+                    id,
+                );
                 PlannedRecord::event(event, false)
             }
             RecordKind::Republish(mut event) => {
-                if let Some(id) = given.get(&event.event_id) {
-                    event.event_id.clone_from(id);
+                if let Some(id) = given.get(&*event.event_id) {
+                    event.event_id = id.as_str().into();
                 }
                 PlannedRecord::event(event, true)
             }
@@ -142,8 +145,8 @@ mod tests {
             match &record.kind {
                 RecordKind::Fresh(event) => assert!(seen.insert(event.event_id.clone())),
                 RecordKind::Republish(event) => {
-                    assert!(seen.contains(&event.event_id));
-                    assert_eq!(record.key, event.ticket_id);
+                    assert!(seen.contains(&*event.event_id));
+                    assert_eq!(record.key, *event.ticket_id);
                 }
                 RecordKind::Malformed(_) => unreachable!(),
             }
@@ -165,7 +168,7 @@ mod tests {
                     assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
                     assert!(fresh.insert(id.clone()), "{id}");
                     let payload = String::from_utf8(record.payload.clone()).unwrap();
-                    assert!(payload.contains(id.as_str()), "{payload}");
+                    assert!(payload.contains(&id[..]), "{payload}");
                 }
                 RecordKind::Republish(event) => {
                     assert!(fresh.contains(&event.event_id), "{}", event.event_id);
@@ -193,7 +196,7 @@ mod tests {
                 .filter_map(event_of)
                 .map(|e| {
                     let seq = e.event_id.rsplit('-').next().unwrap().to_owned();
-                    (seq, e.ticket_id, e.to_status)
+                    (seq, e.ticket_id.to_string(), e.to_status.to_string())
                 })
                 .collect()
         };

@@ -22,7 +22,10 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// The event ids of the story, which count among the run's events.
 pub fn event_ids() -> [String; 2] {
-    [event_900().event_id, event_901().event_id]
+    [
+        event_900().event_id.to_string(),
+        event_901().event_id.to_string(),
+    ]
 }
 
 /// Publishes the story, waits until the consumer stored it, and prints the projection.
@@ -65,7 +68,7 @@ async fn publish(
     let record = PlannedRecord::event(event.clone(), republish);
     let landed = publisher.publish(std::slice::from_ref(&record)).await;
     let Some(Some(at)) = landed.first() else {
-        return Err(DemoError::Publish(event.event_id.clone()));
+        return Err(DemoError::Publish(event.event_id.to_string()));
     };
     println!(
         "   {what:<11} {} ({} {} -> {} at {}): partition {}, offset {}",
