@@ -20,8 +20,7 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Wire<'_>> {
         return end(bytes, at + 1).then_some(wire);
     }
     loop {
-        // A key is compared as bytes: only the five ASCII names are taken.
-        let (key, _, after_key) = string_bytes(bytes, expect(bytes, at, b'"')?)?;
+        let (key, after_key) = key(bytes, expect(bytes, at, b'"')?)?;
         at = expect(bytes, skip_whitespace(bytes, after_key), b':')?;
         at = skip_whitespace(bytes, at);
         let value = match bytes.get(at)? {
@@ -37,12 +36,11 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Wire<'_>> {
             _ => return None,
         };
         let slot = match key {
-            b"event_id" => &mut wire.event_id,
-            b"ticket_id" => &mut wire.ticket_id,
-            b"from_status" => &mut wire.from_status,
-            b"to_status" => &mut wire.to_status,
-            b"changed_at" => &mut wire.changed_at,
-            _ => return None,
+            Key::EventId => &mut wire.event_id,
+            Key::TicketId => &mut wire.ticket_id,
+            Key::FromStatus => &mut wire.from_status,
+            Key::ToStatus => &mut wire.to_status,
+            Key::ChangedAt => &mut wire.changed_at,
         };
         if slot.is_some() {
             return None;
@@ -55,6 +53,32 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Wire<'_>> {
             _ => return None,
         }
     }
+}
+
+/// One of the five fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    EventId,
+    TicketId,
+    FromStatus,
+    ToStatus,
+    ChangedAt,
+}
+
+/// The field named by the key whose opening quote is just before `at`, and the position after
+/// its closing quote. A key is compared as bytes, with its closing quote: only the five names
+/// written as plain ASCII are taken (an escape in a key is serde's business).
+fn key(bytes: &[u8], at: usize) -> Option<(Key, usize)> {
+    let rest = bytes.get(at..)?;
+    let (name, key): (&[u8], Key) = match rest.first()? {
+        b'e' => (b"event_id\"", Key::EventId),
+        b't' if rest.get(1) == Some(&b'i') => (b"ticket_id\"", Key::TicketId),
+        b't' => (b"to_status\"", Key::ToStatus),
+        b'f' => (b"from_status\"", Key::FromStatus),
+        b'c' => (b"changed_at\"", Key::ChangedAt),
+        _ => return None,
+    };
+    rest.starts_with(name).then_some((key, at + name.len()))
 }
 
 /// The position after `byte`, if it is the one at `at`.
@@ -154,6 +178,26 @@ mod tests {
             prop_assert_eq!(
                 first_to_look_at(u64::from_le_bytes(word)),
                 word.iter().position(|&b| byte_needs(b))
+            );
+        }
+
+        #[test]
+        fn a_key_is_taken_only_as_one_of_the_five_names_and_its_quote(
+            key_text in "(event_id|ticket_id|from_status|to_status|changed_at|[a-z_]{0,12})",
+            after in "[\"a-z\\\\]{0,2}",
+        ) {
+            let text = format!("{key_text}{after}");
+            let expected = match (key_text.as_str(), after.starts_with('"')) {
+                ("event_id", true) => Some(Key::EventId),
+                ("ticket_id", true) => Some(Key::TicketId),
+                ("from_status", true) => Some(Key::FromStatus),
+                ("to_status", true) => Some(Key::ToStatus),
+                ("changed_at", true) => Some(Key::ChangedAt),
+                _ => None,
+            };
+            prop_assert_eq!(
+                key(text.as_bytes(), 0),
+                expected.map(|k| (k, key_text.len() + 1))
             );
         }
 
