@@ -325,34 +325,7 @@ pub async fn execute_batch(pool: &Pool, works: &[&Work], policy: &Policy<'_>) ->
         }
     };
     let elapsed = started.elapsed();
-    let duplicates: Vec<(usize, &TicketEvent, Origin)> = works
-        .iter()
-        .zip(&outcomes)
-        .enumerate()
-        .filter_map(|(i, (work, outcome))| match (work, outcome) {
-            (Work::Event { event, origin, .. }, BatchOutcome::AlreadyApplied) => {
-                Some((i, event, *origin))
-            }
-            _ => None,
-        })
-        .collect();
-    let pairs: Vec<(&TicketEvent, Origin)> = duplicates.iter().map(|(_, e, o)| (*e, *o)).collect();
-    let classified =
-        tokio::time::timeout(CLASSIFY_TIMEOUT, duplicates::classify_many(pool, &pairs)).await;
-    let causes = match classified {
-        Ok(Ok(causes)) => causes,
-        Ok(Err(error)) => {
-            tracing::warn!(error = %crate::error_text::chain(&error), "could not classify duplicates");
-            vec![DuplicateCause::Unclassified; pairs.len()]
-        }
-        Err(_) => {
-            tracing::warn!(
-                duplicates = pairs.len(),
-                "classifying duplicates timed out; counted as unclassified"
-            );
-            vec![DuplicateCause::Unclassified; pairs.len()]
-        }
-    };
+    let causes = classify_duplicates(pool, works, &outcomes).await;
     let mut executed: Vec<Executed> = outcomes
         .into_iter()
         .zip(works)
@@ -366,13 +339,68 @@ pub async fn execute_batch(pool: &Pool, works: &[&Work], policy: &Policy<'_>) ->
             guard: None,
         })
         .collect();
-    for ((index, event, origin), cause) in duplicates.into_iter().zip(causes) {
-        if cause == DuplicateCause::Conflicting {
-            warn_conflict(event, origin);
-        }
+    for (index, cause) in causes {
         executed[index].duplicate = Some(cause);
     }
     executed
+}
+
+/// The cause of each duplicate of a committed batch, by input index. A repeat of an event the
+/// batch itself applied is classified from that event (as the database would answer); the
+/// others are asked of the database in one query, under their own deadline. A conflict is
+/// logged.
+async fn classify_duplicates(
+    pool: &Pool,
+    works: &[&Work],
+    outcomes: &[BatchOutcome],
+) -> Vec<(usize, DuplicateCause)> {
+    let event_at = |index: usize| match works[index] {
+        Work::Event { event, origin, .. } => Some((event, *origin)),
+        Work::DeadLetter { .. } => None,
+    };
+    let mut causes = Vec::new();
+    let mut asked: Vec<(usize, &TicketEvent, Origin)> = Vec::new();
+    for (index, outcome) in outcomes.iter().enumerate() {
+        let Some((event, origin)) = event_at(index) else {
+            continue;
+        };
+        match *outcome {
+            BatchOutcome::RepeatOfApplied { first } => {
+                if let Some((first, first_origin)) = event_at(first) {
+                    let cause = duplicates::cause_of_repeat(first, first_origin, event, origin);
+                    causes.push((index, cause));
+                }
+            }
+            BatchOutcome::AlreadyApplied => asked.push((index, event, origin)),
+            BatchOutcome::Applied | BatchOutcome::DeadLettered => {}
+        }
+    }
+    if !asked.is_empty() {
+        let pairs: Vec<(&TicketEvent, Origin)> = asked.iter().map(|(_, e, o)| (*e, *o)).collect();
+        let classified =
+            tokio::time::timeout(CLASSIFY_TIMEOUT, duplicates::classify_many(pool, &pairs)).await;
+        let answered = match classified {
+            Ok(Ok(answered)) => answered,
+            Ok(Err(error)) => {
+                tracing::warn!(error = %crate::error_text::chain(&error), "could not classify duplicates");
+                vec![DuplicateCause::Unclassified; pairs.len()]
+            }
+            Err(_) => {
+                tracing::warn!(
+                    duplicates = pairs.len(),
+                    "classifying duplicates timed out; counted as unclassified"
+                );
+                vec![DuplicateCause::Unclassified; pairs.len()]
+            }
+        };
+        causes.extend(asked.iter().map(|(index, _, _)| *index).zip(answered));
+    }
+    for &(index, cause) in &causes {
+        if let (DuplicateCause::Conflicting, Some((event, origin))) = (cause, event_at(index)) {
+            warn_conflict(event, origin);
+        }
+    }
+    causes
 }
 
 fn all_unknown(

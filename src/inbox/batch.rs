@@ -44,6 +44,12 @@ pub enum BatchItem<'a> {
 pub enum BatchOutcome {
     Applied,
     AlreadyApplied,
+    /// `AlreadyApplied` because an earlier item of this batch, at `first` in the input, carried
+    /// the same event id and this batch applied it: where the id was first seen and what was
+    /// stored are that item's, so the duplicate's cause is known without asking the database.
+    RepeatOfApplied {
+        first: usize,
+    },
     DeadLettered,
 }
 
@@ -51,7 +57,9 @@ impl From<BatchOutcome> for Outcome {
     fn from(outcome: BatchOutcome) -> Outcome {
         match outcome {
             BatchOutcome::Applied => Outcome::Applied,
-            BatchOutcome::AlreadyApplied => Outcome::AlreadyApplied,
+            BatchOutcome::AlreadyApplied | BatchOutcome::RepeatOfApplied { .. } => {
+                Outcome::AlreadyApplied
+            }
             BatchOutcome::DeadLettered => Outcome::DeadLettered,
         }
     }
@@ -60,7 +68,8 @@ impl From<BatchOutcome> for Outcome {
 /// Resolves all `items` in one transaction (see the module docs).
 ///
 /// The first occurrence of an event id inside the batch is the one stored (its history row and
-/// its origin); later occurrences are `AlreadyApplied`. Any error, including a failed or lost
+/// its origin); later occurrences are `AlreadyApplied`, or `RepeatOfApplied` when this batch
+/// applied the first. Any error, including a failed or lost
 /// commit reply, is returned as is: every item's outcome is then unknown. An empty batch touches
 /// no database.
 pub async fn process_batch(
@@ -97,7 +106,7 @@ pub async fn process_batch(
             return Err(error);
         }
     };
-    let outcomes = outcomes(items, &slots, &inserted);
+    let outcomes = outcomes(&slots, &inserted);
     debug_assert_eq!(outcomes.len(), items.len());
     Ok(outcomes)
 }
@@ -108,9 +117,18 @@ struct Plan<'a> {
     events: Vec<(&'a TicketEvent, Origin)>,
     /// The dead letters, sorted by position.
     letters: Vec<&'a DeadLetter>,
-    /// Per item: for the first occurrence of an id, its place in `events`; `None` for a later
-    /// occurrence and for a dead letter.
-    slots: Vec<Option<usize>>,
+    /// Per item, where its outcome comes from.
+    slots: Vec<Slot>,
+}
+
+/// Where an item's outcome comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// The first occurrence of an id: its place in the planned events.
+    First(usize),
+    /// A later occurrence of an id: the input index of its first occurrence.
+    Repeat(usize),
+    DeadLetter,
 }
 
 /// Plans `items` (see [`Plan`]).
@@ -126,13 +144,19 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
     // By id, and an id's occurrences in input order (a stable sort): the first one is kept.
     // Ids from an outbox arrive mostly in order, and a stable sort takes such runs whole.
     events.sort_by(|a, b| a.1.event_id.cmp(&b.1.event_id));
-    events.dedup_by(|later, first| later.1.event_id == first.1.event_id);
+    let mut slots = vec![Slot::DeadLetter; items.len()];
+    events.dedup_by(|later, first| {
+        let repeat = later.1.event_id == first.1.event_id;
+        if repeat {
+            slots[later.0] = Slot::Repeat(first.0);
+        }
+        repeat
+    });
     letters.sort_unstable_by(|a, b| {
         (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
     });
-    let mut slots = vec![None; items.len()];
     for (slot, (index, _, _)) in events.iter().enumerate() {
-        slots[*index] = Some(slot);
+        slots[*index] = Slot::First(slot);
     }
     let events = events
         .into_iter()
@@ -233,19 +257,18 @@ pub(super) async fn save_history(
     Ok(())
 }
 
-/// Per item, in input order: only the first occurrence of a new id is `Applied`.
-fn outcomes(
-    items: &[BatchItem<'_>],
-    slots: &[Option<usize>],
-    inserted: &[bool],
-) -> Vec<BatchOutcome> {
-    items
+/// Per item, in input order: only the first occurrence of a new id is `Applied`; a later
+/// occurrence of it is `RepeatOfApplied`.
+fn outcomes(slots: &[Slot], inserted: &[bool]) -> Vec<BatchOutcome> {
+    slots
         .iter()
-        .zip(slots)
-        .map(|(item, slot)| match item {
-            BatchItem::Event { .. } if slot.is_some_and(|i| inserted[i]) => BatchOutcome::Applied,
-            BatchItem::Event { .. } => BatchOutcome::AlreadyApplied,
-            BatchItem::DeadLetter(_) => BatchOutcome::DeadLettered,
+        .map(|slot| match *slot {
+            Slot::First(i) if inserted[i] => BatchOutcome::Applied,
+            Slot::Repeat(first) if matches!(slots[first], Slot::First(i) if inserted[i]) => {
+                BatchOutcome::RepeatOfApplied { first }
+            }
+            Slot::First(_) | Slot::Repeat(_) => BatchOutcome::AlreadyApplied,
+            Slot::DeadLetter => BatchOutcome::DeadLettered,
         })
         .collect()
 }
@@ -291,7 +314,7 @@ mod tests {
             letters,
             slots,
         } = plan(&items);
-        assert_eq!(slots, [Some(1), Some(0), None]);
+        assert_eq!(slots, [Slot::First(1), Slot::First(0), Slot::Repeat(0)]);
         let planned: Vec<(&str, i64)> = events
             .iter()
             .map(|(e, o)| (&*e.event_id, o.offset))
@@ -321,11 +344,19 @@ mod tests {
         ];
         let plan = plan(&items);
         // "a" was stored before; "b" is new.
-        let outcomes = outcomes(&items, &plan.slots, &[false, true]);
         assert_eq!(
-            outcomes,
+            outcomes(&plan.slots, &[false, true]),
             [
                 BatchOutcome::Applied,
+                BatchOutcome::AlreadyApplied,
+                BatchOutcome::RepeatOfApplied { first: 0 }
+            ]
+        );
+        // Neither is new: the repeat is a plain duplicate, for the database to classify.
+        assert_eq!(
+            outcomes(&plan.slots, &[false, false]),
+            [
+                BatchOutcome::AlreadyApplied,
                 BatchOutcome::AlreadyApplied,
                 BatchOutcome::AlreadyApplied
             ]
@@ -365,21 +396,25 @@ mod tests {
                 .collect();
             let plan = plan(&items);
             let inserted = &inserted[..plan.events.len()];
-            // As it was: each item's id looked up in the plan, its first occurrence taken.
-            let mut taken = vec![false; plan.events.len()];
+            // Each item's id looked up in the plan; the first item that carries it is the one
+            // stored, and a later item repeats that first item when it was new.
+            let mut first_item: Vec<Option<usize>> = vec![None; plan.events.len()];
             let searched: Vec<BatchOutcome> = events
                 .iter()
-                .map(|event| {
+                .enumerate()
+                .map(|(index, event)| {
                     let i = position(&plan.events, &event.event_id).unwrap();
-                    let first = !std::mem::replace(&mut taken[i], true);
-                    if first && inserted[i] {
-                        BatchOutcome::Applied
-                    } else {
-                        BatchOutcome::AlreadyApplied
+                    match (first_item[i], inserted[i]) {
+                        (None, new) => {
+                            first_item[i] = Some(index);
+                            if new { BatchOutcome::Applied } else { BatchOutcome::AlreadyApplied }
+                        }
+                        (Some(first), true) => BatchOutcome::RepeatOfApplied { first },
+                        (Some(_), false) => BatchOutcome::AlreadyApplied,
                     }
                 })
                 .collect();
-            proptest::prop_assert_eq!(outcomes(&items, &plan.slots, inserted), searched);
+            proptest::prop_assert_eq!(outcomes(&plan.slots, inserted), searched);
         }
     }
 }

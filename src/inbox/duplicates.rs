@@ -45,20 +45,48 @@ fn cause(first: Option<&FirstSeen>, event: &TicketEvent, origin: Origin) -> Dupl
     let Some(first) = first else {
         return DuplicateCause::Unclassified;
     };
-    if (first.partition, first.offset) == (Some(origin.partition), Some(origin.offset)) {
-        return DuplicateCause::Redelivery;
-    }
-    let same_payload = first.stored.as_ref().is_some_and(|(ticket, from, to, at)| {
-        *ticket == *event.ticket_id
-            && *from == *event.from_status
-            && *to == *event.to_status
-            && *at == event.changed_at
-    });
-    if same_payload {
+    rule((first.partition, first.offset), origin, || {
+        first.stored.as_ref().is_some_and(|(ticket, from, to, at)| {
+            *ticket == *event.ticket_id
+                && *from == *event.from_status
+                && *to == *event.to_status
+                && *at == event.changed_at
+        })
+    })
+}
+
+/// The rule: first seen at the same place is a redelivery; elsewhere, the same payload is a
+/// republish and another one a conflict.
+fn rule(
+    first_seen_at: (Option<i32>, Option<i64>),
+    origin: Origin,
+    same_payload: impl FnOnce() -> bool,
+) -> DuplicateCause {
+    if first_seen_at == (Some(origin.partition), Some(origin.offset)) {
+        DuplicateCause::Redelivery
+    } else if same_payload() {
         DuplicateCause::Republish
     } else {
         DuplicateCause::Conflicting
     }
+}
+
+/// The cause of a duplicate whose first occurrence, `first` at `first_origin`, was applied by
+/// the same transaction: what the database would answer, known without asking it (its marker
+/// holds `first_origin`, its history row `first`'s fields).
+pub fn cause_of_repeat(
+    first: &TicketEvent,
+    first_origin: Origin,
+    event: &TicketEvent,
+    origin: Origin,
+) -> DuplicateCause {
+    let at = (Some(first_origin.partition), Some(first_origin.offset));
+    rule(at, origin, || {
+        first.ticket_id == event.ticket_id
+            && first.from_status == event.from_status
+            && first.to_status == event.to_status
+            && first.changed_at == event.changed_at
+    })
 }
 
 /// Classifies duplicates of several events in one query, in the order given.
@@ -164,5 +192,31 @@ mod tests {
             cause(None, &event_900(), AT_8),
             DuplicateCause::Unclassified
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_repeat_of_an_event_the_same_batch_applied_gets_the_databases_answer(
+            partition in 0i32..2,
+            offset in 6i64..9,
+            ticket in proptest::bool::ANY,
+            to in proptest::sample::select(vec!["resolved", "closed"]),
+            seconds in 0i64..2,
+        ) {
+            // What the database holds after applying event 900 at AT_7, against a repeat that
+            // may differ in any field and in where it was read.
+            let first = first_at_7();
+            let mut event = event_900();
+            if ticket {
+                event.ticket_id = "ticket-901".into();
+            }
+            event.to_status = to.into();
+            event.changed_at += chrono::Duration::seconds(seconds);
+            let origin = Origin { partition, offset };
+            proptest::prop_assert_eq!(
+                cause_of_repeat(&event_900(), AT_7, &event, origin),
+                cause(Some(&first), &event, origin)
+            );
+        }
     }
 }
