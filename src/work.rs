@@ -8,6 +8,7 @@
 //! guard is a row of the database, counted in that same transaction (`inbox::guards`, bound
 //! [`Policy::max_consecutive_rejections`]); otherwise it stays `Unknown`.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,7 @@ use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RejectReason, Ticket
 use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
 use crate::inbox::dead_letters;
 use crate::inbox::guards::{self, GuardRow, Verdict};
+use crate::inbox::recently_applied::RecentlyApplied;
 use crate::inbox::{Origin, PgInbox, PgInboxError, Processed, duplicates, process_history_once};
 
 /// What a record asks of the database.
@@ -294,7 +296,12 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Ran {
 /// unavailable), so a single bad record cannot keep the batch unresolved, and only on its own
 /// can a record be found rejected for good. Duplicates are classified afterwards under their
 /// own deadline.
-pub async fn execute_batch(pool: &Pool, works: &[&Work], policy: &Policy<'_>) -> Vec<Executed> {
+pub async fn execute_batch(
+    pool: &Pool,
+    works: &[&Work],
+    policy: &Policy<'_>,
+    applied: &RefCell<RecentlyApplied>,
+) -> Vec<Executed> {
     if let [work] = works {
         return vec![execute(pool, work, policy).await];
     }
@@ -325,7 +332,7 @@ pub async fn execute_batch(pool: &Pool, works: &[&Work], policy: &Policy<'_>) ->
         }
     };
     let elapsed = started.elapsed();
-    let causes = classify_duplicates(pool, works, &outcomes).await;
+    let causes = classify_duplicates(pool, works, &outcomes, applied).await;
     let mut executed: Vec<Executed> = outcomes
         .into_iter()
         .zip(works)
@@ -345,14 +352,15 @@ pub async fn execute_batch(pool: &Pool, works: &[&Work], policy: &Policy<'_>) ->
     executed
 }
 
-/// The cause of each duplicate of a committed batch, by input index. A repeat of an event the
-/// batch itself applied is classified from that event (as the database would answer); the
-/// others are asked of the database in one query, under their own deadline. A conflict is
-/// logged.
+/// Remembers what a committed batch applied, and gives the cause of each of its duplicates,
+/// by input index. A repeat of an event this batch or a recent one applied is classified from
+/// that event (as the database would answer: see [`RecentlyApplied`]); the others are asked of
+/// the database in one query, under their own deadline. A conflict is logged.
 async fn classify_duplicates(
     pool: &Pool,
     works: &[&Work],
     outcomes: &[BatchOutcome],
+    applied: &RefCell<RecentlyApplied>,
 ) -> Vec<(usize, DuplicateCause)> {
     let event_at = |index: usize| match works[index] {
         Work::Event { event, origin, .. } => Some((event, *origin)),
@@ -360,19 +368,31 @@ async fn classify_duplicates(
     };
     let mut causes = Vec::new();
     let mut asked: Vec<(usize, &TicketEvent, Origin)> = Vec::new();
-    for (index, outcome) in outcomes.iter().enumerate() {
-        let Some((event, origin)) = event_at(index) else {
-            continue;
-        };
-        match *outcome {
-            BatchOutcome::RepeatOfApplied { first } => {
-                if let Some((first, first_origin)) = event_at(first) {
-                    let cause = duplicates::cause_of_repeat(first, first_origin, event, origin);
-                    causes.push((index, cause));
-                }
+    {
+        // Not held across an await: the partition's other batch in flight shares it.
+        let mut applied = applied.borrow_mut();
+        for (index, outcome) in outcomes.iter().enumerate() {
+            if let (BatchOutcome::Applied, Some((event, origin))) = (outcome, event_at(index)) {
+                applied.remember(event, origin);
             }
-            BatchOutcome::AlreadyApplied => asked.push((index, event, origin)),
-            BatchOutcome::Applied | BatchOutcome::DeadLettered => {}
+        }
+        for (index, outcome) in outcomes.iter().enumerate() {
+            let Some((event, origin)) = event_at(index) else {
+                continue;
+            };
+            match *outcome {
+                BatchOutcome::RepeatOfApplied { first } => {
+                    if let Some((first, first_origin)) = event_at(first) {
+                        let cause = duplicates::cause_of_repeat(first, first_origin, event, origin);
+                        causes.push((index, cause));
+                    }
+                }
+                BatchOutcome::AlreadyApplied => match applied.cause(event, origin) {
+                    Some(cause) => causes.push((index, cause)),
+                    None => asked.push((index, event, origin)),
+                },
+                BatchOutcome::Applied | BatchOutcome::DeadLettered => {}
+            }
         }
     }
     if !asked.is_empty() {

@@ -11,6 +11,7 @@ pub mod guards;
 pub mod migrate;
 pub mod offset_resets;
 pub mod postgres;
+pub mod recently_applied;
 pub mod replay;
 pub mod selection;
 pub mod session;

@@ -477,3 +477,92 @@ async fn an_empty_batch_touches_no_database() {
         .expect("a pool is built without connecting");
     assert_eq!(process_batch(&unreachable, &[]).await.unwrap(), []);
 }
+
+#[tokio::test]
+async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_batch_or_stored() {
+    use history_consumer::domain::DuplicateCause::{Conflicting, Redelivery, Republish};
+    use history_consumer::inbox::duplicates::classify_many;
+    use history_consumer::work::{Policy, Work, execute_batch};
+
+    let db = test_database().await;
+    let work = |event: &TicketEvent, offset: i64| Work::Event {
+        event: event.clone(),
+        origin: at(offset),
+        timestamp: None,
+        key: None,
+        payload: None,
+    };
+    let policy = Policy {
+        topic: "ticket-status",
+        timeout: Duration::from_secs(30),
+        max_consecutive_rejections: 10,
+    };
+    let (old, new) = (event(1), event(2));
+    let mut conflicting = new.clone();
+    conflicting.to_status = "closed".into();
+    process_batch(&db.pool, &events_at(std::slice::from_ref(&old), 10))
+        .await
+        .unwrap();
+
+    // Event 1 stored before (asked of the database); event 2's first copy in this batch.
+    let batch = [
+        work(&old, 10),
+        work(&new, 20),
+        work(&old, 21),
+        work(&new, 22),
+        work(&conflicting, 23),
+    ];
+    let works: Vec<&Work> = batch.iter().collect();
+    let applied = Default::default();
+    let executed = execute_batch(&db.pool, &works, &policy, &applied).await;
+    let causes: Vec<_> = executed.iter().map(|e| e.duplicate).collect();
+    assert_eq!(
+        causes,
+        [
+            Some(Redelivery),
+            None,
+            Some(Republish),
+            Some(Republish),
+            Some(Conflicting)
+        ]
+    );
+    // The database, asked afterwards about the same deliveries, gives the same causes.
+    let asked = classify_many(
+        &db.pool,
+        &[
+            (&old, at(10)),
+            (&old, at(21)),
+            (&new, at(22)),
+            (&conflicting, at(23)),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(asked, [Redelivery, Republish, Republish, Conflicting]);
+
+    // A later batch: event 2's first copy is remembered as applied, event 1's is not.
+    let later = [
+        work(&new, 20),
+        work(&new, 30),
+        work(&conflicting, 31),
+        work(&old, 32),
+    ];
+    let works: Vec<&Work> = later.iter().collect();
+    let executed = execute_batch(&db.pool, &works, &policy, &applied).await;
+    let causes: Vec<_> = executed.iter().map(|e| e.duplicate).collect();
+    let asked = classify_many(
+        &db.pool,
+        &[
+            (&new, at(20)),
+            (&new, at(30)),
+            (&conflicting, at(31)),
+            (&old, at(32)),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(asked, [Redelivery, Republish, Conflicting, Republish]);
+    assert_eq!(causes, asked.into_iter().map(Some).collect::<Vec<_>>());
+    assert_eq!(applied.borrow().len(), 1, "only event 2 was applied here");
+    assert_eq!(stored(&db).await, (2, 2, 0));
+}

@@ -168,12 +168,13 @@ fn any_event_that_parses_is_stored_by_the_real_schema_alone_and_in_a_batch() {
                     .map_err(|e| TestCaseError::fail(history_consumer::error_text::chain(&e)))?;
                 prop_assert_eq!(outcomes.len(), events.len());
                 for (event, outcome) in events.iter().zip(outcomes) {
-                    prop_assert!(matches!(
+                    let resolved = matches!(
                         outcome,
                         BatchOutcome::Applied
                             | BatchOutcome::AlreadyApplied
                             | BatchOutcome::RepeatOfApplied { .. }
-                    ));
+                    );
+                    prop_assert!(resolved, "{:?}", outcome);
                     prop_assert!(stored_texts(&db, &event.event_id).await.is_some());
                 }
                 Ok(())

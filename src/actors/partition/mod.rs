@@ -14,7 +14,9 @@ pub mod failures;
 pub mod guard;
 pub mod schedule;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +38,7 @@ use crate::backoff::Backoff;
 use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCause};
 use crate::inbox::PgInboxError;
 use crate::inbox::guards::{self, GuardRow};
+use crate::inbox::recently_applied::RecentlyApplied;
 use crate::metrics::{Metrics, PartitionMetrics};
 use crate::work::{Executed, Policy, Work, execute_batch};
 use failures::{FailureLog, Line, SUMMARY_EVERY};
@@ -95,6 +98,9 @@ pub struct PartitionActor {
     reports: Vec<(i64, bool)>,
     /// The partition's outcome series, looked up once.
     series: PartitionMetrics,
+    /// The events this assignment applied lately, shared by its batches in flight, which
+    /// classify their duplicates from it (see [`RecentlyApplied`]).
+    applied: Rc<RefCell<RecentlyApplied>>,
 }
 
 /// A finished unit of work, waiting for its turn to be accounted for.
@@ -109,6 +115,7 @@ impl PartitionActor {
     pub fn new(assignment: Assignment, deps: Arc<PartitionDeps>, paused: bool) -> Self {
         PartitionActor {
             series: deps.metrics.partition(assignment.partition),
+            applied: Rc::default(),
             assignment,
             schedule: Schedule::new(deps.limits, deps.retry, paused),
             guard: Guard::new(deps.max_consecutive_rejections),
@@ -203,6 +210,7 @@ impl PartitionActor {
             self.last_record_time = work.timestamp();
         }
         let deps = self.deps.clone();
+        let applied = self.applied.clone();
         let partition = self.partition();
         let wants_release = self.guard.wants_release();
         let unit = self.units_done + self.units.len() as u64;
@@ -215,7 +223,7 @@ impl PartitionActor {
                     max_consecutive_rejections: deps.max_consecutive_rejections,
                 };
                 let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
-                let executed = execute_batch(&deps.pool, &works, &policy).await;
+                let executed = execute_batch(&deps.pool, &works, &policy, &applied).await;
                 // A record stored ends the partition's run of rejected records, for whoever
                 // owns the partition next too. Run after the record's own commit: cut off in
                 // between, the run outlives the stored record, and the next record stored ends
