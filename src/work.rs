@@ -371,11 +371,13 @@ async fn classify_duplicates(
     {
         // Not held across an await: the partition's other batch in flight shares it.
         let mut applied = applied.borrow_mut();
-        for (index, outcome) in outcomes.iter().enumerate() {
-            if let (BatchOutcome::Applied, Some((event, origin))) = (outcome, event_at(index)) {
-                applied.remember(event, origin);
-            }
-        }
+        applied.remember(
+            outcomes
+                .iter()
+                .enumerate()
+                .filter(|(_, outcome)| **outcome == BatchOutcome::Applied)
+                .filter_map(|(index, _)| event_at(index)),
+        );
         for (index, outcome) in outcomes.iter().enumerate() {
             let Some((event, origin)) = event_at(index) else {
                 continue;

@@ -10,25 +10,25 @@
 //! An outbox that republishes after a crash sends the events it published just before it, so
 //! their first copies are usually among the last few hundred a partition applied.
 
-use std::collections::{HashMap, VecDeque};
-
-use bytestring::ByteString;
+use std::collections::VecDeque;
 
 use super::Origin;
 use super::duplicates::cause_of_repeat;
 use crate::domain::{DuplicateCause, TicketEvent};
 
-/// How many applied events a partition remembers. Each holds its event's text, which shares
-/// its record's payload: a few hundred bytes, ~100 KB per partition.
-pub const REMEMBERED_PER_PARTITION: usize = 256;
+/// How many applied events a partition remembers at least, once it applied as many. Each holds
+/// its event's text, which shares its record's payload: a few hundred bytes each.
+pub const REMEMBERED_PER_PARTITION: usize = 512;
 
-/// The last `capacity` events applied, by event id (see the module docs).
+/// The events of the last batches applied, each batch's sorted by event id (see the module
+/// docs). Remembering costs a clone of each event (its text is shared, not copied) and a sort
+/// of ids that mostly arrive in order; a lookup is a binary search per batch kept.
 #[derive(Debug)]
 pub struct RecentlyApplied {
     capacity: usize,
-    by_id: HashMap<ByteString, (TicketEvent, Origin)>,
-    /// Ids in the order they were remembered, oldest first.
-    order: VecDeque<ByteString>,
+    batches: VecDeque<Vec<(TicketEvent, Origin)>>,
+    /// The events in `batches`.
+    len: usize,
 }
 
 impl Default for RecentlyApplied {
@@ -41,42 +41,55 @@ impl RecentlyApplied {
     pub fn with_capacity(capacity: usize) -> RecentlyApplied {
         RecentlyApplied {
             capacity,
-            by_id: HashMap::with_capacity(capacity),
-            order: VecDeque::with_capacity(capacity),
+            batches: VecDeque::new(),
+            len: 0,
         }
     }
 
-    /// Remembers that a committed transaction inserted `event`'s marker at `origin`; the
-    /// oldest is forgotten beyond the capacity.
-    pub fn remember(&mut self, event: &TicketEvent, origin: Origin) {
-        // An id's marker is inserted once: a second `remember` of it can only be the same
-        // fact, and keeps the first.
-        if self.capacity == 0 || self.by_id.contains_key(&event.event_id) {
+    /// Remembers the events whose markers one committed transaction inserted, at their
+    /// origins; the oldest batches are forgotten while at least `capacity` events remain.
+    pub fn remember<'a>(&mut self, applied: impl IntoIterator<Item = (&'a TicketEvent, Origin)>) {
+        if self.capacity == 0 {
             return;
         }
-        if self.order.len() == self.capacity
-            && let Some(oldest) = self.order.pop_front()
-        {
-            self.by_id.remove(&oldest);
+        let mut batch: Vec<(TicketEvent, Origin)> = applied
+            .into_iter()
+            .map(|(event, origin)| (event.clone(), origin))
+            .collect();
+        if batch.is_empty() {
+            return;
         }
-        self.by_id
-            .insert(event.event_id.clone(), (event.clone(), origin));
-        self.order.push_back(event.event_id.clone());
+        // Stable, so that of an id given twice the first stays first.
+        batch.sort_by(|a, b| a.0.event_id.cmp(&b.0.event_id));
+        self.len += batch.len();
+        self.batches.push_back(batch);
+        while let Some(oldest) = self.batches.front()
+            && self.len - oldest.len() >= self.capacity
+        {
+            self.len -= oldest.len();
+            self.batches.pop_front();
+        }
     }
 
     /// The cause of a duplicate of `event` delivered at `origin`, if its first copy is
     /// remembered.
     pub fn cause(&self, event: &TicketEvent, origin: Origin) -> Option<DuplicateCause> {
-        let (first, first_origin) = self.by_id.get(&event.event_id)?;
-        Some(cause_of_repeat(first, *first_origin, event, origin))
+        // An id's marker is inserted once: at most one batch holds it.
+        self.batches.iter().find_map(|batch| {
+            let found = batch.partition_point(|(e, _)| e.event_id < event.event_id);
+            let (first, first_origin) = batch.get(found)?;
+            (first.event_id == event.event_id)
+                .then(|| cause_of_repeat(first, *first_origin, event, origin))
+        })
     }
 
+    /// The events remembered.
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.len == 0
     }
 }
 
@@ -102,7 +115,7 @@ mod tests {
     #[test]
     fn a_remembered_events_duplicate_is_a_redelivery_a_republish_or_a_conflict() {
         let mut applied = RecentlyApplied::with_capacity(4);
-        applied.remember(&event(1), at(7));
+        applied.remember([(&event(1), at(7))]);
         assert_eq!(
             applied.cause(&event(1), at(7)),
             Some(DuplicateCause::Redelivery)
@@ -122,40 +135,50 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn exactly_the_last_capacity_distinct_ids_are_remembered_with_their_first_origin(
-            ids in proptest::collection::vec(0u32..40, 0..200),
-            capacity in 0usize..16,
+        fn the_last_batches_holding_at_least_capacity_events_are_remembered(
+            batches in proptest::collection::vec(proptest::collection::vec(0u32..1000, 0..12), 0..30),
+            capacity in 0usize..40,
         ) {
+            // Distinct ids across batches, as committed markers are; offsets in order.
+            let mut seen = std::collections::HashSet::new();
+            let batches: Vec<Vec<(TicketEvent, Origin)>> = batches
+                .into_iter()
+                .map(|ids| ids.into_iter().filter(|id| seen.insert(*id)).collect::<Vec<_>>())
+                .scan(0i64, |offset, ids| {
+                    Some(ids.into_iter().map(|id| {
+                        *offset += 1;
+                        (event(id), at(*offset))
+                    }).collect())
+                })
+                .collect();
             let mut applied = RecentlyApplied::with_capacity(capacity);
-            for (offset, &id) in (0..).zip(&ids) {
-                applied.remember(&event(id), at(offset));
+            for batch in &batches {
+                applied.remember(batch.iter().map(|(e, o)| (e, *o)));
             }
-            proptest::prop_assert!(applied.len() <= capacity);
-            // A model: a window over remembered ids, where a repeat of a remembered id is
-            // ignored and a repeat of a forgotten one is remembered again.
-            let mut window: VecDeque<(u32, i64)> = VecDeque::new();
-            for (offset, &id) in (0..).zip(&ids) {
-                if capacity == 0 || window.iter().any(|(w, _)| *w == id) {
-                    continue;
+            // The model: the newest batches, kept while the older ones hold `capacity` more.
+            let mut kept = 0usize;
+            let mut remembered: Vec<&(TicketEvent, Origin)> = Vec::new();
+            if capacity > 0 {
+                for batch in batches.iter().rev().filter(|b| !b.is_empty()) {
+                    if kept >= capacity {
+                        break;
+                    }
+                    kept += batch.len();
+                    remembered.extend(batch);
                 }
-                if window.len() == capacity {
-                    window.pop_front();
-                }
-                window.push_back((id, offset));
             }
-            for id in 0..40u32 {
-                let remembered = window.iter().find(|(w, _)| *w == id);
-                // Elsewhere than its first copy: a republish, if remembered at all.
+            proptest::prop_assert_eq!(applied.len(), remembered.len());
+            for (event, origin) in batches.iter().flatten() {
+                let expected = remembered
+                    .iter()
+                    .any(|(e, _)| e.event_id == event.event_id)
+                    .then_some(DuplicateCause::Redelivery);
+                proptest::prop_assert_eq!(applied.cause(event, *origin), expected);
+                let elsewhere = Origin { partition: 1, ..*origin };
                 proptest::prop_assert_eq!(
-                    applied.cause(&event(id), at(1_000)),
-                    remembered.map(|_| DuplicateCause::Republish)
+                    applied.cause(event, elsewhere),
+                    expected.map(|_| DuplicateCause::Republish)
                 );
-                if let Some((_, offset)) = remembered {
-                    proptest::prop_assert_eq!(
-                        applied.cause(&event(id), at(*offset)),
-                        Some(DuplicateCause::Redelivery)
-                    );
-                }
             }
         }
     }

@@ -300,7 +300,10 @@ pub fn clean_up_at_exit(pid: u32, log: &Path) {
                 libc::kill(pid as libc::pid_t, libc::SIGKILL);
                 libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
             }
-            let _ = std::fs::remove_file(&log).or_else(|_| std::fs::remove_dir_all(&log));
+            // `HISTORY_TEST_KEEP_LOGS=1` keeps them, to read what a broker said after a failure.
+            if std::env::var_os("HISTORY_TEST_KEEP_LOGS").is_none() {
+                let _ = std::fs::remove_file(&log).or_else(|_| std::fs::remove_dir_all(&log));
+            }
         }
     }
     static REGISTERED: std::sync::Once = std::sync::Once::new();
