@@ -276,21 +276,7 @@ fn outcomes(slots: &[Slot], inserted: &[bool]) -> Vec<BatchOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::story::event_900;
-
-    fn event(id: &str) -> TicketEvent {
-        TicketEvent {
-            event_id: id.into(),
-            ..event_900()
-        }
-    }
-
-    fn at(offset: i64) -> Origin {
-        Origin {
-            partition: 0,
-            offset,
-        }
-    }
+    use crate::inbox::fixtures::{at, event};
 
     #[test]
     fn the_plan_keeps_each_ids_first_occurrence_sorted_by_id() {

@@ -25,3 +25,27 @@ pub use postgres::PgInbox;
 pub use selection::Selection;
 pub use session::Session;
 pub use sqlstate::{ErrorClass, Step};
+
+/// Events and origins for the inbox's unit tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::Origin;
+    use crate::domain::TicketEvent;
+    use crate::domain::story::event_900;
+
+    /// The story's event 900 under another id.
+    pub fn event(id: &str) -> TicketEvent {
+        TicketEvent {
+            event_id: id.into(),
+            ..event_900()
+        }
+    }
+
+    /// `offset` of partition 0.
+    pub fn at(offset: i64) -> Origin {
+        Origin {
+            partition: 0,
+            offset,
+        }
+    }
+}

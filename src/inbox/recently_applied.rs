@@ -96,20 +96,10 @@ impl RecentlyApplied {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::story::event_900;
+    use crate::inbox::fixtures::at;
 
     fn event(n: u32) -> TicketEvent {
-        TicketEvent {
-            event_id: format!("event-{n}").into(),
-            ..event_900()
-        }
-    }
-
-    fn at(offset: i64) -> Origin {
-        Origin {
-            partition: 0,
-            offset,
-        }
+        crate::inbox::fixtures::event(&format!("event-{n}"))
     }
 
     #[test]
