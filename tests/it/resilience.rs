@@ -240,8 +240,9 @@ async fn the_eager_strategy_with_two_members_loses_nothing_and_stores_each_event
 async fn a_duplicate_whose_classification_hangs_still_resolves_and_moves_the_watermark() {
     let db = test_database().await;
     let kafka = TestKafka::start(1);
-    let app = spawn_app(&db, &kafka).await;
-    app.wait_assigned(1).await;
+    let group = unique_name("group");
+    let first = spawn_app_with(test_settings(&db.url, &kafka, &group)).await;
+    first.wait_assigned(1).await;
     let producer = kafka.producer();
     let bodies: Vec<Vec<u8>> = (0..20).map(numbered_event).collect();
     let publish = || async {
@@ -251,7 +252,12 @@ async fn a_duplicate_whose_classification_hangs_still_resolves_and_moves_the_wat
         futures::future::join_all(sends).await;
     };
     publish().await;
-    app.wait_committed(&kafka, &[20]).await;
+    first.wait_committed(&kafka, &[20]).await;
+    // Another member takes over: it does not remember applying these events (a partition
+    // classifies a duplicate of what it applied lately without a query), so it must ask.
+    first.shutdown().await;
+    let app = spawn_app_with(test_settings(&db.url, &kafka, &group)).await;
+    app.wait_assigned(1).await;
 
     // A session holds history_events locked: the inbox's duplicate check does not touch the
     // table, but classifying a duplicate reads it and waits for the lock, as it would on a
