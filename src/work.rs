@@ -18,7 +18,7 @@ use deadpool_postgres::Pool;
 
 use crate::domain::{DeadLetter, Rejection, UnknownCause};
 use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RejectReason, TicketEvent};
-use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
+use crate::inbox::batch::{BatchItem, process_batch};
 use crate::inbox::dead_letters;
 use crate::inbox::guards::{self, GuardRow, Verdict};
 use crate::inbox::recently_applied::RecentlyApplied;
@@ -222,28 +222,21 @@ fn unknown_of(error: &PgInboxError) -> (Arc<str>, UnknownCause) {
 }
 
 /// Executes `work` once, within the policy's timeout. Never fails: failures, including the
-/// timeout, are the `Unknown` outcome. A duplicate's classification runs afterwards under its
-/// own deadline.
-pub async fn execute(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Executed {
+/// timeout, are the `Unknown` outcome. A duplicate is not classified here (see
+/// [`execute_batch`]).
+async fn execute(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Executed {
     let started = Instant::now();
     let ran = match tokio::time::timeout(policy.timeout, run(pool, work, policy)).await {
         Ok(ran) => ran,
         Err(_) => Ran::unknown(timed_out(policy.timeout), UnknownCause::Unavailable),
-    };
-    let elapsed = started.elapsed();
-    let duplicate = match (work, ran.outcome) {
-        (Work::Event { event, origin, .. }, Outcome::AlreadyApplied) => {
-            Some(classify(pool, event, *origin).await)
-        }
-        _ => None,
     };
     Executed {
         outcome: ran.outcome,
         error: ran.error,
         cause: ran.cause,
         reason: ran.reason,
-        duplicate,
-        elapsed,
+        duplicate: None,
+        elapsed: started.elapsed(),
         guard: ran.guard,
     }
 }
@@ -291,20 +284,30 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Ran {
 }
 
 /// Executes several units of work in one inbox transaction (SPEC §4 per event, batched),
-/// within the policy's timeout. Outcomes stay per unit, in order. Any failure makes every
-/// unit `Unknown`: the caller then retries them one by one (unless the database was
-/// unavailable), so a single bad record cannot keep the batch unresolved, and only on its own
-/// can a record be found rejected for good. Duplicates are classified afterwards under their
-/// own deadline.
+/// within the policy's timeout; one unit runs the §4 transaction itself. Outcomes stay per
+/// unit, in order. Any failure makes every unit `Unknown`: the caller then retries them one by
+/// one (unless the database was unavailable), so a single bad record cannot keep the batch
+/// unresolved, and only on its own can a record be found rejected for good. The partition's
+/// `applied` remembers what was applied, and duplicates are classified afterwards, from it or
+/// under their own deadline.
 pub async fn execute_batch(
     pool: &Pool,
     works: &[&Work],
     policy: &Policy<'_>,
     applied: &RefCell<RecentlyApplied>,
 ) -> Vec<Executed> {
-    if let [work] = works {
-        return vec![execute(pool, work, policy).await];
+    let mut executed = match works {
+        [work] => vec![execute(pool, work, policy).await],
+        _ => execute_together(pool, works, policy).await,
+    };
+    for (index, cause) in classify_duplicates(pool, works, &executed, applied).await {
+        executed[index].duplicate = Some(cause);
     }
+    executed
+}
+
+/// Several units of work in one transaction (see [`execute_batch`]).
+async fn execute_together(pool: &Pool, works: &[&Work], policy: &Policy<'_>) -> Vec<Executed> {
     let started = Instant::now();
     let items: Vec<BatchItem<'_>> = works
         .iter()
@@ -332,8 +335,7 @@ pub async fn execute_batch(
         }
     };
     let elapsed = started.elapsed();
-    let causes = classify_duplicates(pool, works, &outcomes, applied).await;
-    let mut executed: Vec<Executed> = outcomes
+    outcomes
         .into_iter()
         .zip(works)
         .map(|(outcome, work)| Executed {
@@ -345,21 +347,17 @@ pub async fn execute_batch(
             elapsed,
             guard: None,
         })
-        .collect();
-    for (index, cause) in causes {
-        executed[index].duplicate = Some(cause);
-    }
-    executed
+        .collect()
 }
 
-/// Remembers what a committed batch applied, and gives the cause of each of its duplicates,
-/// by input index. A repeat of an event this batch or a recent one applied is classified from
-/// that event (as the database would answer: see [`RecentlyApplied`]); the others are asked of
-/// the database in one query, under their own deadline. A conflict is logged.
+/// Remembers what a unit of work applied, and gives the cause of each of its duplicates, by
+/// input index. A repeat of an event this unit or a recent one applied is classified from that
+/// event (as the database would answer: see [`RecentlyApplied`]); the others are asked of the
+/// database in one query, under their own deadline. A conflict is logged.
 async fn classify_duplicates(
     pool: &Pool,
     works: &[&Work],
-    outcomes: &[BatchOutcome],
+    executed: &[Executed],
     applied: &RefCell<RecentlyApplied>,
 ) -> Vec<(usize, DuplicateCause)> {
     let event_at = |index: usize| match works[index] {
@@ -372,28 +370,21 @@ async fn classify_duplicates(
         // Not held across an await: the partition's other batch in flight shares it.
         let mut applied = applied.borrow_mut();
         applied.remember(
-            outcomes
+            executed
                 .iter()
                 .enumerate()
-                .filter(|(_, outcome)| **outcome == BatchOutcome::Applied)
+                .filter(|(_, executed)| executed.outcome == Outcome::Applied)
                 .filter_map(|(index, _)| event_at(index)),
         );
-        for (index, outcome) in outcomes.iter().enumerate() {
-            let Some((event, origin)) = event_at(index) else {
-                continue;
-            };
-            match *outcome {
-                BatchOutcome::RepeatOfApplied { first } => {
-                    if let Some((first, first_origin)) = event_at(first) {
-                        let cause = duplicates::cause_of_repeat(first, first_origin, event, origin);
-                        causes.push((index, cause));
-                    }
-                }
-                BatchOutcome::AlreadyApplied => match applied.cause(event, origin) {
-                    Some(cause) => causes.push((index, cause)),
-                    None => asked.push((index, event, origin)),
-                },
-                BatchOutcome::Applied | BatchOutcome::DeadLettered => {}
+        let duplicates = executed
+            .iter()
+            .enumerate()
+            .filter(|(_, executed)| executed.outcome == Outcome::AlreadyApplied)
+            .filter_map(|(index, _)| Some((index, event_at(index)?)));
+        for (index, (event, origin)) in duplicates {
+            match applied.cause(event, origin) {
+                Some(cause) => causes.push((index, cause)),
+                None => asked.push((index, event, origin)),
             }
         }
     }
@@ -452,28 +443,4 @@ fn warn_conflict(event: &TicketEvent, origin: Origin) {
         offset = origin.offset,
         "event id republished with a different payload (producer bug); the first one stays"
     );
-}
-
-async fn classify(pool: &Pool, event: &TicketEvent, origin: Origin) -> DuplicateCause {
-    let classified =
-        tokio::time::timeout(CLASSIFY_TIMEOUT, duplicates::classify(pool, event, origin)).await;
-    let Ok(classified) = classified else {
-        tracing::warn!(event_id = %event.event_id, "classifying a duplicate timed out");
-        return DuplicateCause::Unclassified;
-    };
-    match classified {
-        Ok(DuplicateCause::Conflicting) => {
-            warn_conflict(event, origin);
-            DuplicateCause::Conflicting
-        }
-        Ok(cause) => cause,
-        Err(error) => {
-            tracing::warn!(
-                event_id = %event.event_id,
-                error = %crate::error_text::chain(&error),
-                "could not classify a duplicate"
-            );
-            DuplicateCause::Unclassified
-        }
-    }
 }

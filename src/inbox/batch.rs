@@ -44,12 +44,6 @@ pub enum BatchItem<'a> {
 pub enum BatchOutcome {
     Applied,
     AlreadyApplied,
-    /// `AlreadyApplied` because an earlier item of this batch, at `first` in the input, carried
-    /// the same event id and this batch applied it: where the id was first seen and what was
-    /// stored are that item's, so the duplicate's cause is known without asking the database.
-    RepeatOfApplied {
-        first: usize,
-    },
     DeadLettered,
 }
 
@@ -57,9 +51,7 @@ impl From<BatchOutcome> for Outcome {
     fn from(outcome: BatchOutcome) -> Outcome {
         match outcome {
             BatchOutcome::Applied => Outcome::Applied,
-            BatchOutcome::AlreadyApplied | BatchOutcome::RepeatOfApplied { .. } => {
-                Outcome::AlreadyApplied
-            }
+            BatchOutcome::AlreadyApplied => Outcome::AlreadyApplied,
             BatchOutcome::DeadLettered => Outcome::DeadLettered,
         }
     }
@@ -68,8 +60,7 @@ impl From<BatchOutcome> for Outcome {
 /// Resolves all `items` in one transaction (see the module docs).
 ///
 /// The first occurrence of an event id inside the batch is the one stored (its history row and
-/// its origin); later occurrences are `AlreadyApplied`, or `RepeatOfApplied` when this batch
-/// applied the first. Any error, including a failed or lost
+/// its origin); later occurrences are `AlreadyApplied`. Any error, including a failed or lost
 /// commit reply, is returned as is: every item's outcome is then unknown. An empty batch touches
 /// no database.
 pub async fn process_batch(
@@ -126,8 +117,8 @@ struct Plan<'a> {
 enum Slot {
     /// The first occurrence of an id: its place in the planned events.
     First(usize),
-    /// A later occurrence of an id: the input index of its first occurrence.
-    Repeat(usize),
+    /// A later occurrence of an id.
+    Repeat,
     DeadLetter,
 }
 
@@ -148,7 +139,7 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
     events.dedup_by(|later, first| {
         let repeat = later.1.event_id == first.1.event_id;
         if repeat {
-            slots[later.0] = Slot::Repeat(first.0);
+            slots[later.0] = Slot::Repeat;
         }
         repeat
     });
@@ -257,17 +248,13 @@ pub(super) async fn save_history(
     Ok(())
 }
 
-/// Per item, in input order: only the first occurrence of a new id is `Applied`; a later
-/// occurrence of it is `RepeatOfApplied`.
+/// Per item, in input order: only the first occurrence of a new id is `Applied`.
 fn outcomes(slots: &[Slot], inserted: &[bool]) -> Vec<BatchOutcome> {
     slots
         .iter()
         .map(|slot| match *slot {
             Slot::First(i) if inserted[i] => BatchOutcome::Applied,
-            Slot::Repeat(first) if matches!(slots[first], Slot::First(i) if inserted[i]) => {
-                BatchOutcome::RepeatOfApplied { first }
-            }
-            Slot::First(_) | Slot::Repeat(_) => BatchOutcome::AlreadyApplied,
+            Slot::First(_) | Slot::Repeat => BatchOutcome::AlreadyApplied,
             Slot::DeadLetter => BatchOutcome::DeadLettered,
         })
         .collect()
@@ -300,7 +287,7 @@ mod tests {
             letters,
             slots,
         } = plan(&items);
-        assert_eq!(slots, [Slot::First(1), Slot::First(0), Slot::Repeat(0)]);
+        assert_eq!(slots, [Slot::First(1), Slot::First(0), Slot::Repeat]);
         let planned: Vec<(&str, i64)> = events
             .iter()
             .map(|(e, o)| (&*e.event_id, o.offset))
@@ -329,16 +316,15 @@ mod tests {
             },
         ];
         let plan = plan(&items);
-        // "a" was stored before; "b" is new.
+        // "a" was stored before; "b" is new, and its repeat a duplicate.
         assert_eq!(
             outcomes(&plan.slots, &[false, true]),
             [
                 BatchOutcome::Applied,
                 BatchOutcome::AlreadyApplied,
-                BatchOutcome::RepeatOfApplied { first: 0 }
+                BatchOutcome::AlreadyApplied
             ]
         );
-        // Neither is new: the repeat is a plain duplicate, for the database to classify.
         assert_eq!(
             outcomes(&plan.slots, &[false, false]),
             [
@@ -382,22 +368,15 @@ mod tests {
                 .collect();
             let plan = plan(&items);
             let inserted = &inserted[..plan.events.len()];
-            // Each item's id looked up in the plan; the first item that carries it is the one
-            // stored, and a later item repeats that first item when it was new.
-            let mut first_item: Vec<Option<usize>> = vec![None; plan.events.len()];
+            // Each item's id looked up in the plan: only the first item that carries a new id
+            // is applied.
+            let mut seen = vec![false; plan.events.len()];
             let searched: Vec<BatchOutcome> = events
                 .iter()
-                .enumerate()
-                .map(|(index, event)| {
+                .map(|event| {
                     let i = position(&plan.events, &event.event_id).unwrap();
-                    match (first_item[i], inserted[i]) {
-                        (None, new) => {
-                            first_item[i] = Some(index);
-                            if new { BatchOutcome::Applied } else { BatchOutcome::AlreadyApplied }
-                        }
-                        (Some(first), true) => BatchOutcome::RepeatOfApplied { first },
-                        (Some(_), false) => BatchOutcome::AlreadyApplied,
-                    }
+                    let first = !std::mem::replace(&mut seen[i], true);
+                    if first && inserted[i] { BatchOutcome::Applied } else { BatchOutcome::AlreadyApplied }
                 })
                 .collect();
             proptest::prop_assert_eq!(outcomes(&plan.slots, inserted), searched);

@@ -71,9 +71,9 @@ fn rule(
     }
 }
 
-/// The cause of a duplicate whose first occurrence, `first` at `first_origin`, was applied by
-/// the same transaction: what the database would answer, known without asking it (its marker
-/// holds `first_origin`, its history row `first`'s fields).
+/// The cause of a duplicate whose first occurrence, `first` at `first_origin`, was applied by a
+/// committed transaction of this partition: what the database would answer, known without
+/// asking it (its marker holds `first_origin`, its history row `first`'s fields).
 pub fn cause_of_repeat(
     first: &TicketEvent,
     first_origin: Origin,
@@ -196,7 +196,7 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn a_repeat_of_an_event_the_same_batch_applied_gets_the_databases_answer(
+        fn a_repeat_of_an_event_applied_lately_gets_the_databases_answer(
             partition in 0i32..2,
             offset in 6i64..9,
             ticket in proptest::bool::ANY,

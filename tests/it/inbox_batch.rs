@@ -1,18 +1,22 @@
 //! The batched inbox transaction on a real PostgreSQL server (issue 7): per-event outcomes,
 //! atomicity, and concurrent batches sharing event ids.
 
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use history_consumer::domain::DeadLetter;
-use history_consumer::domain::{RejectReason, Rejection, TicketEvent};
+use history_consumer::domain::DuplicateCause::{self, Conflicting, Redelivery, Republish};
+use history_consumer::domain::{DeadLetter, RejectReason, Rejection, TicketEvent};
 use history_consumer::inbox::Origin;
 use history_consumer::inbox::batch::{BatchItem, BatchOutcome, process_batch};
+use history_consumer::inbox::duplicates::classify_many;
+use history_consumer::inbox::recently_applied::RecentlyApplied;
+use history_consumer::work::{Policy, Work, execute_batch};
 
 use crate::support::faults::Trigger;
 use crate::support::helpers::{TestDb, test_database, test_database_with};
 
-use BatchOutcome::{AlreadyApplied, Applied, DeadLettered, RepeatOfApplied};
+use BatchOutcome::{AlreadyApplied, Applied, DeadLettered};
 
 /// Event number `n`, with an id whose text order is its numeric order.
 fn event(n: usize) -> TicketEvent {
@@ -165,7 +169,7 @@ async fn the_same_event_id_twice_in_a_batch_is_applied_once_then_already_applied
 
     let outcomes = process_batch(&db.pool, &items).await.unwrap();
 
-    assert_eq!(outcomes, [Applied, RepeatOfApplied { first: 0 }]);
+    assert_eq!(outcomes, [Applied, AlreadyApplied]);
     assert_eq!(stored(&db).await, (1, 1, 0));
     assert_eq!(first_seen(&db, "event-00007").await.1, Some(40));
     let to_status: String = db
@@ -320,19 +324,12 @@ async fn a_batch_of_500_events_with_duplicates_gives_exactly_the_right_counts() 
 
     assert_eq!(outcomes.len(), 500);
     assert_eq!(count(&outcomes, Applied), 450 - 45);
-    // The 45 stored events and the 5 repeats of them are duplicates for the database to
-    // classify; the other 45 repeats point at the item this batch applied.
-    assert_eq!(count(&outcomes, AlreadyApplied), 45 + 5);
+    // The 45 stored events, the 5 repeats of them and the 45 repeats of events this batch
+    // applied.
+    assert_eq!(count(&outcomes, AlreadyApplied), 45 + 5 + 45);
     assert_eq!(outcomes[9], AlreadyApplied);
     assert_eq!(outcomes[100], Applied);
-    assert_eq!(outcomes[109], RepeatOfApplied { first: 100 });
-    assert_eq!(
-        outcomes
-            .iter()
-            .filter(|o| matches!(o, RepeatOfApplied { .. }))
-            .count(),
-        45
-    );
+    assert_eq!(outcomes[109], AlreadyApplied);
     assert_eq!(stored(&db).await, (50 + 405, 50 + 405, 0));
     assert_eq!(
         first_seen(&db, "event-00100").await.1,
@@ -478,31 +475,58 @@ async fn an_empty_batch_touches_no_database() {
     assert_eq!(process_batch(&unreachable, &[]).await.unwrap(), []);
 }
 
-#[tokio::test]
-async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_batch_or_stored() {
-    use history_consumer::domain::DuplicateCause::{Conflicting, Redelivery, Republish};
-    use history_consumer::inbox::duplicates::classify_many;
-    use history_consumer::work::{Policy, Work, execute_batch};
-
-    let db = test_database().await;
-    let work = |event: &TicketEvent, offset: i64| Work::Event {
+/// A unit of work for one event delivered at `offset`.
+fn work(event: &TicketEvent, offset: i64) -> Work {
+    Work::Event {
         event: event.clone(),
         origin: at(offset),
         timestamp: None,
         key: None,
         payload: None,
-    };
+    }
+}
+
+/// Runs `deliveries` as one unit of work with the partition's memory `applied`; returns each
+/// delivery's duplicate cause as the unit gave it, after checking that the database, asked
+/// afterwards about the same deliveries, gives the same causes.
+async fn causes_of(
+    db: &TestDb,
+    deliveries: &[Work],
+    applied: &RefCell<RecentlyApplied>,
+) -> Vec<Option<DuplicateCause>> {
     let policy = Policy {
         topic: "ticket-status",
         timeout: Duration::from_secs(30),
         max_consecutive_rejections: 10,
     };
+    let works: Vec<&Work> = deliveries.iter().collect();
+    let executed = execute_batch(&db.pool, &works, &policy, applied).await;
+    let given: Vec<Option<DuplicateCause>> = executed.iter().map(|e| e.duplicate).collect();
+    let duplicates: Vec<(&TicketEvent, Origin)> = deliveries
+        .iter()
+        .zip(&given)
+        .filter(|(_, cause)| cause.is_some())
+        .map(|(work, _)| match work {
+            Work::Event { event, origin, .. } => (event, *origin),
+            Work::DeadLetter { .. } => unreachable!("a dead letter has no duplicate cause"),
+        })
+        .collect();
+    let asked = classify_many(&db.pool, &duplicates).await.unwrap();
+    let given_to_duplicates: Vec<DuplicateCause> = given.iter().flatten().copied().collect();
+    assert_eq!(given_to_duplicates, asked, "the database's own answer");
+    given
+}
+
+#[tokio::test]
+async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_batch_or_stored() {
+    let db = test_database().await;
     let (old, new) = (event(1), event(2));
     let mut conflicting = new.clone();
     conflicting.to_status = "closed".into();
     process_batch(&db.pool, &events_at(std::slice::from_ref(&old), 10))
         .await
         .unwrap();
+    let applied = RefCell::default();
 
     // Event 1 stored before (asked of the database); event 2's first copy in this batch.
     let batch = [
@@ -512,12 +536,8 @@ async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_ba
         work(&new, 22),
         work(&conflicting, 23),
     ];
-    let works: Vec<&Work> = batch.iter().collect();
-    let applied = Default::default();
-    let executed = execute_batch(&db.pool, &works, &policy, &applied).await;
-    let causes: Vec<_> = executed.iter().map(|e| e.duplicate).collect();
     assert_eq!(
-        causes,
+        causes_of(&db, &batch, &applied).await,
         [
             Some(Redelivery),
             None,
@@ -526,19 +546,6 @@ async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_ba
             Some(Conflicting)
         ]
     );
-    // The database, asked afterwards about the same deliveries, gives the same causes.
-    let asked = classify_many(
-        &db.pool,
-        &[
-            (&old, at(10)),
-            (&old, at(21)),
-            (&new, at(22)),
-            (&conflicting, at(23)),
-        ],
-    )
-    .await
-    .unwrap();
-    assert_eq!(asked, [Redelivery, Republish, Republish, Conflicting]);
 
     // A later batch: event 2's first copy is remembered as applied, event 1's is not.
     let later = [
@@ -547,22 +554,40 @@ async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_ba
         work(&conflicting, 31),
         work(&old, 32),
     ];
-    let works: Vec<&Work> = later.iter().collect();
-    let executed = execute_batch(&db.pool, &works, &policy, &applied).await;
-    let causes: Vec<_> = executed.iter().map(|e| e.duplicate).collect();
-    let asked = classify_many(
-        &db.pool,
-        &[
-            (&new, at(20)),
-            (&new, at(30)),
-            (&conflicting, at(31)),
-            (&old, at(32)),
-        ],
-    )
-    .await
-    .unwrap();
-    assert_eq!(asked, [Redelivery, Republish, Conflicting, Republish]);
-    assert_eq!(causes, asked.into_iter().map(Some).collect::<Vec<_>>());
+    assert_eq!(
+        causes_of(&db, &later, &applied).await,
+        [
+            Some(Redelivery),
+            Some(Republish),
+            Some(Conflicting),
+            Some(Republish)
+        ]
+    );
     assert_eq!(applied.borrow().len(), 1, "only event 2 was applied here");
+    assert_eq!(stored(&db).await, (2, 2, 0));
+}
+
+#[tokio::test]
+async fn one_event_at_a_time_remembers_what_it_applied_and_classifies_from_it() {
+    // B = 1, and the isolation of a failed batch's records, run the §4 transaction itself.
+    let db = test_database().await;
+    let (first, second) = (event(1), event(2));
+    let applied = RefCell::default();
+    assert_eq!(causes_of(&db, &[work(&first, 10)], &applied).await, [None]);
+    assert_eq!(causes_of(&db, &[work(&second, 11)], &applied).await, [None]);
+    assert_eq!(applied.borrow().len(), 2);
+    assert_eq!(
+        applied.borrow().cause(&first, at(12)),
+        Some(Republish),
+        "remembered, so its duplicates need no query"
+    );
+    assert_eq!(
+        causes_of(&db, &[work(&first, 10)], &applied).await,
+        [Some(Redelivery)]
+    );
+    assert_eq!(
+        causes_of(&db, &[work(&second, 12)], &applied).await,
+        [Some(Republish)]
+    );
     assert_eq!(stored(&db).await, (2, 2, 0));
 }
