@@ -18,11 +18,12 @@ use deadpool_postgres::Pool;
 
 use crate::domain::{DeadLetter, Rejection, UnknownCause};
 use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RejectReason, TicketEvent};
-use crate::inbox::batch::{BatchItem, process_batch};
+use crate::inbox::batch::{BatchItem, process_batch_telling};
 use crate::inbox::dead_letters;
 use crate::inbox::guards::{self, GuardRow, Verdict};
 use crate::inbox::recently_applied::RecentlyApplied;
-use crate::inbox::{Origin, PgInbox, PgInboxError, Processed, duplicates, process_history_once};
+use crate::inbox::{MarkersHeld, Origin, PgInbox, PgInboxError, Processed};
+use crate::inbox::{duplicates, process_history_once};
 
 /// What a record asks of the database.
 #[derive(Debug, Clone)]
@@ -224,9 +225,9 @@ fn unknown_of(error: &PgInboxError) -> (Arc<str>, UnknownCause) {
 /// Executes `work` once, within the policy's timeout. Never fails: failures, including the
 /// timeout, are the `Unknown` outcome. A duplicate is not classified here (see
 /// [`execute_batch`]).
-async fn execute(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Executed {
+async fn execute(pool: &Pool, work: &Work, policy: &Policy<'_>, held: MarkersHeld) -> Executed {
     let started = Instant::now();
-    let ran = match tokio::time::timeout(policy.timeout, run(pool, work, policy)).await {
+    let ran = match tokio::time::timeout(policy.timeout, run(pool, work, policy, held)).await {
         Ok(ran) => ran,
         Err(_) => Ran::unknown(timed_out(policy.timeout), UnknownCause::Unavailable),
     };
@@ -241,10 +242,10 @@ async fn execute(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Executed {
     }
 }
 
-async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Ran {
+async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>, held: MarkersHeld) -> Ran {
     match work {
         Work::Event { event, origin, .. } => {
-            let mut repo = PgInbox::new(pool.clone());
+            let mut repo = PgInbox::telling(pool.clone(), held);
             match process_history_once(&mut repo, event, *origin).await {
                 Processed::Applied => Ran::resolved(Outcome::Applied),
                 Processed::AlreadyApplied => Ran::resolved(Outcome::AlreadyApplied),
@@ -289,16 +290,18 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>) -> Ran {
 /// one (unless the database was unavailable), so a single bad record cannot keep the batch
 /// unresolved, and only on its own can a record be found rejected for good. The partition's
 /// `applied` remembers what was applied, and duplicates are classified afterwards, from it or
-/// under their own deadline.
+/// under their own deadline. `held` is said once the transaction holds its events' markers
+/// (see [`MarkersHeld`]).
 pub async fn execute_batch(
     pool: &Pool,
     works: &[&Work],
     policy: &Policy<'_>,
     applied: &RefCell<RecentlyApplied>,
+    held: MarkersHeld,
 ) -> Vec<Executed> {
     let mut executed = match works {
-        [work] => vec![execute(pool, work, policy).await],
-        _ => execute_together(pool, works, policy).await,
+        [work] => vec![execute(pool, work, policy, held).await],
+        _ => execute_together(pool, works, policy, held).await,
     };
     for (index, cause) in classify_duplicates(pool, works, &executed, applied).await {
         executed[index].duplicate = Some(cause);
@@ -307,7 +310,12 @@ pub async fn execute_batch(
 }
 
 /// Several units of work in one transaction (see [`execute_batch`]).
-async fn execute_together(pool: &Pool, works: &[&Work], policy: &Policy<'_>) -> Vec<Executed> {
+async fn execute_together(
+    pool: &Pool,
+    works: &[&Work],
+    policy: &Policy<'_>,
+    held: MarkersHeld,
+) -> Vec<Executed> {
     let started = Instant::now();
     let items: Vec<BatchItem<'_>> = works
         .iter()
@@ -319,7 +327,8 @@ async fn execute_together(pool: &Pool, works: &[&Work], policy: &Policy<'_>) -> 
             Work::DeadLetter { letter, .. } => BatchItem::DeadLetter(letter),
         })
         .collect();
-    let outcomes = match tokio::time::timeout(policy.timeout, process_batch(pool, &items)).await {
+    let processed = process_batch_telling(pool, &items, held);
+    let outcomes = match tokio::time::timeout(policy.timeout, processed).await {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) => {
             let (error, cause) = unknown_of(&error);

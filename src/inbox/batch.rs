@@ -21,11 +21,11 @@ use deadpool_postgres::{Object, Pool};
 
 use super::session::Session;
 
-use super::PgInboxError;
 use super::contract::Origin;
 use super::dead_letters;
 use super::sqlstate::Step;
 use super::statements::{SAVE_HISTORY, TRY_INBOX};
+use super::{MarkersHeld, PgInboxError};
 use crate::domain::DeadLetter;
 use crate::domain::{Outcome, TicketEvent};
 
@@ -57,15 +57,26 @@ impl From<BatchOutcome> for Outcome {
     }
 }
 
-/// Resolves all `items` in one transaction (see the module docs).
+/// Resolves all `items` in one transaction (see the module docs), with nobody waiting to hear
+/// that it holds its markers (see [`process_batch_telling`]).
+pub async fn process_batch(
+    pool: &Pool,
+    items: &[BatchItem<'_>],
+) -> Result<Vec<BatchOutcome>, PgInboxError> {
+    process_batch_telling(pool, items, MarkersHeld::default()).await
+}
+
+/// Resolves all `items` in one transaction (see the module docs), and says `held` as soon as
+/// its marker insert returned.
 ///
 /// The first occurrence of an event id inside the batch is the one stored (its history row and
 /// its origin); later occurrences are `AlreadyApplied`. Any error, including a failed or lost
 /// commit reply, is returned as is: every item's outcome is then unknown. An empty batch touches
 /// no database.
-pub async fn process_batch(
+pub async fn process_batch_telling(
     pool: &Pool,
     items: &[BatchItem<'_>],
+    held: MarkersHeld,
 ) -> Result<Vec<BatchOutcome>, PgInboxError> {
     if items.is_empty() {
         return Ok(Vec::new());
@@ -76,7 +87,7 @@ pub async fn process_batch(
         slots,
     } = plan(items);
     let mut transaction = Session::begin(pool).await?;
-    let written = write(transaction.client(), &events, &letters).await;
+    let written = write(transaction.client(), &events, &letters, held).await;
     let inserted = match written {
         // Nothing to commit (every event already stored, no dead letter): as SPEC §4's duplicate
         // path, the outcomes are known without a commit and the rollback is cleanup only.
@@ -193,6 +204,7 @@ async fn write(
     client: &Object,
     events: &[(&TicketEvent, Origin)],
     letters: &[&DeadLetter],
+    mut held: MarkersHeld,
 ) -> Result<Vec<bool>, PgInboxError> {
     let mut inserted = vec![false; events.len()];
     if !events.is_empty() {
@@ -202,11 +214,11 @@ async fn write(
         let failed = PgInboxError::at(Step::InsertMarker);
         let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
         let mut returned = Returned { events, next: 0 };
-        for row in client
+        let rows = client
             .query(&statement, &[&ids, &partitions, &offsets])
-            .await
-            .map_err(PgInboxError::at(Step::InsertMarker))?
-        {
+            .await;
+        held.say();
+        for row in rows.map_err(PgInboxError::at(Step::InsertMarker))? {
             if let Some(i) = returned.position(row.get::<_, &str>(0)) {
                 inserted[i] = true;
             }

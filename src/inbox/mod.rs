@@ -8,6 +8,7 @@ pub mod dead_letters;
 pub mod duplicates;
 pub mod error;
 pub mod guards;
+pub mod markers_held;
 pub mod migrate;
 pub mod offset_resets;
 pub mod postgres;
@@ -20,6 +21,7 @@ pub mod statements;
 
 pub use contract::{InboxRepository, Origin, Processed, process_history_once};
 pub use error::PgInboxError;
+pub use markers_held::MarkersHeld;
 pub use migrate::{MigrateError, MigrationReport, migrate, migrate_pool};
 pub use postgres::PgInbox;
 pub use selection::Selection;

@@ -6,22 +6,32 @@
 
 use deadpool_postgres::Pool;
 
-use super::PgInboxError;
 use super::contract::{InboxRepository, Origin};
 use super::session::Session;
 use super::sqlstate::Step;
 use super::statements::TRY_INBOX;
+use super::{MarkersHeld, PgInboxError};
 use crate::domain::TicketEvent;
 
 /// The inbox repository over a deadpool-postgres pool. One value runs one transaction at a time.
 pub struct PgInbox {
     pool: Pool,
     open: Option<Session>,
+    held: MarkersHeld,
 }
 
 impl PgInbox {
     pub fn new(pool: Pool) -> Self {
-        PgInbox { pool, open: None }
+        PgInbox::telling(pool, MarkersHeld::default())
+    }
+
+    /// One that says `held` when its first marker insert returned.
+    pub fn telling(pool: Pool, held: MarkersHeld) -> Self {
+        PgInbox {
+            pool,
+            open: None,
+            held,
+        }
     }
 
     fn connection(&self) -> Result<&deadpool_postgres::Object, PgInboxError> {
@@ -54,9 +64,9 @@ impl InboxRepository for PgInbox {
                 &statement,
                 &[&ids.as_slice(), &partitions.as_slice(), &offsets.as_slice()],
             )
-            .await
-            .map_err(PgInboxError::at(Step::InsertMarker))?;
-        Ok(row.is_some())
+            .await;
+        self.held.say();
+        Ok(row.map_err(PgInboxError::at(Step::InsertMarker))?.is_some())
     }
 
     async fn save_history(&mut self, event: &TicketEvent) -> Result<(), PgInboxError> {

@@ -26,6 +26,7 @@ pub const REMEMBERED_PER_PARTITION: usize = 512;
 #[derive(Debug)]
 pub struct RecentlyApplied {
     capacity: usize,
+    /// By their lowest offset: batches in flight together may commit in either order.
     batches: VecDeque<Vec<(TicketEvent, Origin)>>,
     /// The events in `batches`.
     len: usize,
@@ -47,7 +48,8 @@ impl RecentlyApplied {
     }
 
     /// Remembers the events whose markers one committed transaction inserted, at their
-    /// origins; the oldest batches are forgotten while at least `capacity` events remain.
+    /// origins; the batches of the lowest offsets are forgotten while at least `capacity`
+    /// events remain.
     pub fn remember<'a>(&mut self, applied: impl IntoIterator<Item = (&'a TicketEvent, Origin)>) {
         if self.capacity == 0 {
             return;
@@ -59,10 +61,14 @@ impl RecentlyApplied {
         if batch.is_empty() {
             return;
         }
+        let lowest = |batch: &Vec<(TicketEvent, Origin)>| batch.iter().map(|(_, o)| o.offset).min();
+        let place = self
+            .batches
+            .partition_point(|kept| lowest(kept) < lowest(&batch));
         // Stable, so that of an id given twice the first stays first.
         batch.sort_by(|a, b| a.0.event_id.cmp(&b.0.event_id));
         self.len += batch.len();
-        self.batches.push_back(batch);
+        self.batches.insert(place, batch);
         while let Some(oldest) = self.batches.front()
             && self.len - oldest.len() >= self.capacity
         {
@@ -128,6 +134,7 @@ mod tests {
         fn the_last_batches_holding_at_least_capacity_events_are_remembered(
             batches in proptest::collection::vec(proptest::collection::vec(0u32..1000, 0..12), 0..30),
             capacity in 0usize..40,
+            swaps in proptest::collection::vec(proptest::bool::ANY, 30),
         ) {
             // Distinct ids across batches, as committed markers are; offsets in order.
             let mut seen = std::collections::HashSet::new();
@@ -141,11 +148,19 @@ mod tests {
                     }).collect())
                 })
                 .collect();
-            let mut applied = RecentlyApplied::with_capacity(capacity);
-            for batch in &batches {
-                applied.remember(batch.iter().map(|(e, o)| (e, *o)));
+            // Remembered as they commit: two batches in flight together, in either order.
+            let mut order: Vec<usize> = (0..batches.len()).collect();
+            for (i, swap) in swaps.iter().enumerate().take(batches.len().saturating_sub(1)) {
+                if *swap {
+                    order.swap(i, i + 1);
+                }
             }
-            // The model: the newest batches, kept while the older ones hold `capacity` more.
+            let mut applied = RecentlyApplied::with_capacity(capacity);
+            for &i in &order {
+                applied.remember(batches[i].iter().map(|(e, o)| (e, *o)));
+            }
+            // The model: the batches of the highest offsets, kept while the lower ones hold
+            // `capacity` more.
             let mut kept = 0usize;
             let mut remembered: Vec<&(TicketEvent, Origin)> = Vec::new();
             if capacity > 0 {

@@ -8,7 +8,7 @@ use history_consumer::domain::DuplicateCause;
 use crate::support::app::{spawn_app_with, test_settings};
 use crate::support::faults::Trigger;
 use crate::support::helpers::{test_database, unique_name, wait_for};
-use crate::support::kafka::{TestKafka, numbered_event};
+use crate::support::kafka::{Broker, TestKafka, numbered_event, on_both_brokers, payload};
 
 #[actix_web::test]
 async fn a_failing_batch_is_isolated_record_by_record_so_one_bad_row_blocks_only_itself() {
@@ -89,4 +89,82 @@ async fn one_record_per_transaction_gives_the_same_rows_and_causes_as_batches() 
         assert_eq!(republished, 100, "B = {batch_size}");
         app.shutdown().await;
     }
+}
+
+on_both_brokers!(of_two_copies_of_an_event_in_batches_in_flight_together_the_earlier_is_stored);
+
+/// Two batches of a partition in flight at once: a copy of an event in the later batch sorts
+/// first among its ids and the first copy last among the earlier batch's, so if the later
+/// batch could start its inserts before the earlier one held its markers, it would often store
+/// the later copy. The earlier copy must be stored every time, as with one batch at a time.
+async fn of_two_copies_of_an_event_in_batches_in_flight_together_the_earlier_is_stored(
+    broker: Broker,
+) {
+    const RECORDS: usize = 3_000;
+    const BATCH: usize = 128;
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 1).await;
+    let producer = kafka.producer();
+    // Every tenth record republishes the event of `BATCH / 2` records before it with another
+    // status (a producer bug), most often one the batch before it carries.
+    let id = |n: usize| format!("event-{n:05}");
+    let sends = (0..RECORDS).map(|i| {
+        let (n, to) = if i % 10 == 9 && i >= BATCH {
+            (i - BATCH / 2, "closed")
+        } else {
+            (i, "resolved")
+        };
+        let body = payload(&id(n), "ticket-1", "open", to, "2026-10-03T08:00:00Z");
+        let (kafka, producer) = (&kafka, &producer);
+        async move { (n, kafka.send(producer, Some(0), "ticket-1", &body).await.1) }
+    });
+    let delivered = futures::future::join_all(sends).await;
+    let mut first_offset = std::collections::BTreeMap::new();
+    for (n, offset) in &delivered {
+        first_offset.entry(*n).or_insert(*offset);
+    }
+    let copies = RECORDS - first_offset.len();
+
+    // Started after the records are in the topic: its batches are full, two run at once.
+    let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
+    settings.runtime.batch_size = BATCH;
+    settings.runtime.batches_in_flight = 2;
+    let app = spawn_app_with(settings).await;
+    let ends = kafka.ends().await;
+    app.wait_committed(&kafka, &ends).await;
+
+    let stored = db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query(
+            "SELECT event_id, first_offset FROM inbox ORDER BY event_id",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), first_offset.len());
+    let misplaced: Vec<String> = stored
+        .iter()
+        .zip(&first_offset)
+        .filter(|(row, (n, offset))| {
+            row.get::<_, String>(0) != id(**n) || row.get::<_, Option<i64>>(1) != Some(**offset)
+        })
+        .map(|(row, _)| row.get(0))
+        .collect();
+    assert!(
+        misplaced.is_empty(),
+        "a later copy was stored: {misplaced:?}"
+    );
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM history_events WHERE to_status = 'closed'")
+            .await,
+        0
+    );
+    assert_eq!(
+        app.duplicates(DuplicateCause::Conflicting).await,
+        copies as u64
+    );
+    app.shutdown().await;
 }

@@ -500,7 +500,7 @@ async fn causes_of(
         max_consecutive_rejections: 10,
     };
     let works: Vec<&Work> = deliveries.iter().collect();
-    let executed = execute_batch(&db.pool, &works, &policy, applied).await;
+    let executed = execute_batch(&db.pool, &works, &policy, applied, Default::default()).await;
     let given: Vec<Option<DuplicateCause>> = executed.iter().map(|e| e.duplicate).collect();
     let duplicates: Vec<(&TicketEvent, Origin)> = deliveries
         .iter()

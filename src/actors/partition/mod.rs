@@ -36,6 +36,7 @@ use super::status::{
 };
 use crate::backoff::Backoff;
 use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCause};
+use crate::inbox::MarkersHeld;
 use crate::inbox::PgInboxError;
 use crate::inbox::guards::{self, GuardRow};
 use crate::inbox::recently_applied::RecentlyApplied;
@@ -215,6 +216,15 @@ impl PartitionActor {
         let wants_release = self.guard.wants_release();
         let unit = self.units_done + self.units.len() as u64;
         self.units.push_back(None);
+        let (held, heard) = MarkersHeld::channel();
+        ctx.spawn(heard.into_actor(self).map(move |_, actor, ctx| {
+            // Unless it was accounted for already.
+            if let Some(slot) = unit.checked_sub(actor.units_done) {
+                let slot = usize::try_from(slot).expect("a unit in the queue");
+                actor.schedule.holds_markers(slot);
+                actor.drive(ctx);
+            }
+        }));
         ctx.spawn(
             async move {
                 let policy = Policy {
@@ -223,7 +233,7 @@ impl PartitionActor {
                     max_consecutive_rejections: deps.max_consecutive_rejections,
                 };
                 let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
-                let executed = execute_batch(&deps.pool, &works, &policy, &applied).await;
+                let executed = execute_batch(&deps.pool, &works, &policy, &applied, held).await;
                 // A record stored ends the partition's run of rejected records, for whoever
                 // owns the partition next too. Run after the record's own commit: cut off in
                 // between, the run outlives the stored record, and the next record stored ends
