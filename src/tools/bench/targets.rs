@@ -450,7 +450,7 @@ fn tls_notes(report: &Report, notes: &mut Vec<String>) {
     };
     let (plain, tls) = (&pair.plain, &pair.tls);
     notes.push(format!(
-        "Over TLS (verify-full) the default case ran {} events/s against {} in plaintext          ({:.2}); cores busy: this process {:.2} against {:.2}, PostgreSQL {:.2} against {:.2}          (encryption costs CPU on both ends of every connection).",
+        "Over TLS (verify-full) the default case ran {} events/s against {} in plaintext ({:.2}); cores busy: this process {:.2} against {:.2}, PostgreSQL {:.2} against {:.2} (encryption costs CPU on both ends of every connection).",
         whole(tls.rate),
         whole(plain.rate),
         pair.ratio().unwrap_or_default(),
