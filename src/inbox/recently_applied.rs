@@ -26,8 +26,9 @@ pub const REMEMBERED_PER_PARTITION: usize = 512;
 #[derive(Debug)]
 pub struct RecentlyApplied {
     capacity: usize,
-    /// By their lowest offset: batches in flight together may commit in either order.
-    batches: VecDeque<Vec<(TicketEvent, Origin)>>,
+    /// Each batch with its lowest offset, in that order: batches in flight together may commit
+    /// in either order.
+    batches: VecDeque<(i64, Vec<(TicketEvent, Origin)>)>,
     /// The events in `batches`.
     len: usize,
 }
@@ -61,15 +62,17 @@ impl RecentlyApplied {
         if batch.is_empty() {
             return;
         }
-        let lowest = |batch: &Vec<(TicketEvent, Origin)>| batch.iter().map(|(_, o)| o.offset).min();
-        let place = self
-            .batches
-            .partition_point(|kept| lowest(kept) < lowest(&batch));
+        let lowest = batch
+            .iter()
+            .map(|(_, o)| o.offset)
+            .min()
+            .unwrap_or_default();
+        let place = self.batches.partition_point(|(kept, _)| *kept < lowest);
         // Stable, so that of an id given twice the first stays first.
         batch.sort_by(|a, b| a.0.event_id.cmp(&b.0.event_id));
         self.len += batch.len();
-        self.batches.insert(place, batch);
-        while let Some(oldest) = self.batches.front()
+        self.batches.insert(place, (lowest, batch));
+        while let Some((_, oldest)) = self.batches.front()
             && self.len - oldest.len() >= self.capacity
         {
             self.len -= oldest.len();
@@ -81,7 +84,7 @@ impl RecentlyApplied {
     /// remembered.
     pub fn cause(&self, event: &TicketEvent, origin: Origin) -> Option<DuplicateCause> {
         // An id's marker is inserted once: at most one batch holds it.
-        self.batches.iter().find_map(|batch| {
+        self.batches.iter().find_map(|(_, batch)| {
             let found = batch.partition_point(|(e, _)| e.event_id < event.event_id);
             let (first, first_origin) = batch.get(found)?;
             (first.event_id == event.event_id)

@@ -18,8 +18,9 @@
 //! never waits on its own transaction; it starts once every running batch holds its markers
 //! (its marker insert returned, see `inbox::markers_held`), so that a copy of an event in the
 //! next batch waits at the inbox's unique index for the copy in the running one, never the
-//! other way round: the earlier copy is stored, as with one batch at a time. Everything else (a skip, a retry, an operator's
-//! replacement, a short batch) waits until nothing runs, as above. Units finish in the order
+//! other way round: the earlier copy is stored, as with one batch at a time. Everything else
+//! (a skip, a retry, an operator's replacement, a short batch) waits until nothing runs, as
+//! above. Units finish in the order
 //! they started (the actor holds a finished unit back until those before it have finished), so
 //! every first outcome reaches the checkpoint in offset order, and an Unknown record still holds
 //! the position at its offset whatever ran after it. Records of two batches in flight that
