@@ -21,7 +21,7 @@ pub fn kept_notes(existing: &str) -> Option<&str> {
     existing.find(NOTES_MARKER).map(|at| &existing[at..])
 }
 
-const HEADER: [&str; 13] = [
+const HEADER: [&str; 14] = [
     "case",
     "B",
     "partitions",
@@ -35,9 +35,10 @@ const HEADER: [&str; 13] = [
     "peak RSS",
     "CPU cores: process + PostgreSQL",
     "process CPU µs/event",
+    "ceiling 2 CPU cores: process + PostgreSQL",
 ];
 
-fn row(report: &Report, result: &CaseResult) -> [String; 13] {
+fn row(report: &Report, result: &CaseResult) -> [String; 14] {
     let case = &result.case;
     let ceiling = result.ceiling.as_ref();
     [
@@ -68,6 +69,7 @@ fn row(report: &Report, result: &CaseResult) -> [String; 13] {
         rss(result.run.peak_rss),
         cpu(&result.run.cpu),
         cpu_per_event(&result.run),
+        ceiling.map_or("—".into(), |c| cpu(&c.cpu)),
     ]
 }
 

@@ -2,7 +2,10 @@
 //! missed one. Pure: a [`Report`] in, verdicts and sentences out. A target that was not
 //! measured is "not measured", never met.
 
+use std::time::Duration;
+
 use super::measure::ratio;
+use super::probe::CpuUsage;
 use super::report::{Report, megabytes, rows, thread_role, whole};
 
 /// End to end at the default B over ceiling 2, on an empty inbox.
@@ -314,18 +317,26 @@ fn ceiling_notes(report: &Report, notes: &mut Vec<String>) {
             report.machine.cores, run.cpu.process, run.cpu.postgres
         ));
     }
-    if busy >= 0.85 * cores {
-        notes.push(format!(
-            "The {} cores were saturated during the run ({busy:.2} busy: this process {:.2}, \
-             PostgreSQL {:.2}); ceiling 2 had them without the broker, the Kafka clients and the \
-             actors (it used {:.2} + {:.2}).",
-            report.machine.cores,
-            run.cpu.process,
-            run.cpu.postgres,
-            ceiling.cpu.process,
-            ceiling.cpu.postgres
-        ));
-    }
+    let postgres_per_event = |cpu: &CpuUsage, elapsed: Duration, records: u64| {
+        ratio(cpu.postgres * elapsed.as_secs_f64() * 1e6, records as f64).unwrap_or_default()
+    };
+    notes.push(format!(
+        "Cores busy end to end: this process {:.2} + PostgreSQL {:.2} of {} ({:.1} µs of \
+         PostgreSQL's CPU per record); ceiling 2, without the broker, the Kafka clients and the \
+         actors: {:.2} + {:.2} ({:.1} µs per record).{}",
+        run.cpu.process,
+        run.cpu.postgres,
+        report.machine.cores,
+        postgres_per_event(&run.cpu, run.elapsed, run.records),
+        ceiling.cpu.process,
+        ceiling.cpu.postgres,
+        postgres_per_event(&ceiling.cpu, ceiling.elapsed, ceiling.records),
+        if busy >= 0.85 * cores {
+            " The cores were saturated end to end."
+        } else {
+            ""
+        }
+    ));
     if let Some((name, load)) = run.cpu.threads.first() {
         if *load >= 0.85 {
             notes.push(format!(
@@ -567,6 +578,15 @@ mod tests {
         assert_eq!((v[0], v[1]), ("MISSED", "met"));
         let text = limits(&report).join("\n");
         assert!(text.contains("0.82 of ceiling 2"), "{text}");
+        // 1.2 cores of PostgreSQL over 200,000 records in 2.22 s, against 1.5 over 2 s.
+        assert!(
+            text.contains(
+                "Cores busy end to end: this process 0.15 + PostgreSQL 1.20 of 2 (13.3 µs of \
+                 PostgreSQL's CPU per record); ceiling 2, without the broker, the Kafka clients \
+                 and the actors: 0.10 + 1.50 (15.0 µs per record)."
+            ),
+            "{text}"
+        );
         report.cases[0].run.rate = 79_000.0;
         assert_eq!(verdicts(&report)[1], "MISSED");
     }
