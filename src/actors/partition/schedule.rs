@@ -20,10 +20,9 @@
 //! next batch waits at the inbox's unique index for the copy in the running one, never the
 //! other way round: the earlier copy is stored, as with one batch at a time. Everything else
 //! (a skip, a retry, an operator's replacement, a short batch) waits until nothing runs, as
-//! above. Units finish in the order
-//! they started (the actor holds a finished unit back until those before it have finished), so
-//! every first outcome reaches the checkpoint in offset order, and an Unknown record still holds
-//! the position at its offset whatever ran after it. Records of two batches in flight that
+//! above. Units finish in the order they started (the actor holds a finished unit back until
+//! those before it have finished), so every first outcome reaches the checkpoint in offset
+//! order, and an Unknown record still holds the position at its offset whatever ran after it. Records of two batches in flight that
 //! carry the same event id meet at the inbox's unique index: the later batch's transaction
 //! waits for the earlier one's and takes the outcome it left (one row either way).
 //!

@@ -138,6 +138,11 @@ pub fn ratio(numerator: f64, denominator: f64) -> Option<f64> {
     (denominator > 0.0).then(|| numerator / denominator)
 }
 
+/// Microseconds of CPU per record: `cores` busy over `elapsed`, over `records`.
+pub fn micros_per_record(cores: f64, elapsed: Duration, records: u64) -> Option<f64> {
+    ratio(cores * elapsed.as_secs_f64() * 1e6, records as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::machine::Machine;
-use super::measure::{Latency, ratio};
+use super::measure::{Latency, micros_per_record, ratio};
 use super::probe::CpuUsage;
 
 /// How the events' ids are made.
@@ -96,10 +96,7 @@ impl Throughput {
     /// This process's CPU time per record, in microseconds (its cores busy over the run's
     /// interval, times the interval, over the records); `None` without records.
     pub fn cpu_per_event_us(&self) -> Option<f64> {
-        ratio(
-            self.cpu.process * self.elapsed.as_secs_f64() * 1e6,
-            self.records as f64,
-        )
+        micros_per_record(self.cpu.process, self.elapsed, self.records)
     }
 }
 

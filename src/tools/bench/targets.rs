@@ -2,9 +2,7 @@
 //! missed one. Pure: a [`Report`] in, verdicts and sentences out. A target that was not
 //! measured is "not measured", never met.
 
-use std::time::Duration;
-
-use super::measure::ratio;
+use super::measure::{micros_per_record, ratio};
 use super::probe::CpuUsage;
 use super::report::{Report, megabytes, rows, thread_role, whole};
 
@@ -317,8 +315,8 @@ fn ceiling_notes(report: &Report, notes: &mut Vec<String>) {
             report.machine.cores, run.cpu.process, run.cpu.postgres
         ));
     }
-    let postgres_per_event = |cpu: &CpuUsage, elapsed: Duration, records: u64| {
-        ratio(cpu.postgres * elapsed.as_secs_f64() * 1e6, records as f64).unwrap_or_default()
+    let postgres_per_event = |cpu: &CpuUsage, elapsed, records| {
+        micros_per_record(cpu.postgres, elapsed, records).unwrap_or_default()
     };
     notes.push(format!(
         "Cores busy end to end: this process {:.2} + PostgreSQL {:.2} of {} ({:.1} µs of \
