@@ -68,8 +68,9 @@ pub struct Unresolved<W> {
     pub work: W,
     /// Why its last attempt was Unknown; all but `Unavailable` are retried alone.
     pub cause: UnknownCause,
-    /// What an operator asked to run instead (its dead letter), next and alone.
-    pub replacement: Option<W>,
+    /// What an operator asked to run instead (its dead letter), next and alone. Boxed: it is
+    /// rare, and inline it would double every entry's size.
+    pub replacement: Option<Box<W>>,
     pub attempts: u32,
     pub first_seen: Instant,
     pub next_retry: Instant,
@@ -145,7 +146,9 @@ pub struct Schedule<W> {
     queue: VecDeque<Item<W>>,
     queued_records: usize,
     requested: usize,
-    backlog: BTreeMap<i64, Unresolved<W>>,
+    /// Each entry boxed: a B-tree filled in offset order keeps its leaves about half full, so
+    /// inline entries (hundreds of bytes) would cost nearly twice their size.
+    backlog: BTreeMap<i64, Box<Unresolved<W>>>,
     /// Units started and not finished, oldest first.
     running: VecDeque<Running>,
     paused: bool,
@@ -228,7 +231,7 @@ impl<W: Clone> Schedule<W> {
             .find(|(_, e)| e.replacement.is_some());
         if let Some((&offset, entry)) = replaced {
             // From now on its retries are of the replacement, at their backoff pace.
-            entry.work = entry.replacement.take().expect("found with a replacement");
+            entry.work = *entry.replacement.take().expect("found with a replacement");
             entry.cause = UnknownCause::Refused;
             self.running.push_back(Running::Retry(1));
             return Next::Retry(vec![(offset, entry.work.clone())]);
@@ -378,14 +381,16 @@ impl<W: Clone> Schedule<W> {
         unit: f64,
     ) -> (u32, Duration) {
         let Failure { error, cause } = failure;
-        let entry = self.backlog.entry(offset).or_insert(Unresolved {
-            work,
-            cause,
-            replacement: None,
-            attempts: 0,
-            first_seen: now,
-            next_retry: now,
-            last_error: Arc::from(""),
+        let entry = self.backlog.entry(offset).or_insert_with(|| {
+            Box::new(Unresolved {
+                work,
+                cause,
+                replacement: None,
+                attempts: 0,
+                first_seen: now,
+                next_retry: now,
+                last_error: Arc::from(""),
+            })
         });
         entry.attempts += 1;
         entry.cause = cause;
@@ -423,7 +428,7 @@ impl<W: Clone> Schedule<W> {
         }
         match self.backlog.get_mut(&offset) {
             Some(entry) => {
-                entry.replacement = Some(replacement(&entry.work));
+                entry.replacement = Some(Box::new(replacement(&entry.work)));
                 true
             }
             None => false,
@@ -432,7 +437,7 @@ impl<W: Clone> Schedule<W> {
 
     /// The Unknown record at `offset`, if there is one.
     pub fn unresolved(&self, offset: i64) -> Option<&Unresolved<W>> {
-        self.backlog.get(&offset)
+        self.backlog.get(&offset).map(Box::as_ref)
     }
 
     pub fn set_paused(&mut self, paused: bool) {
@@ -477,7 +482,9 @@ impl<W: Clone> Schedule<W> {
     }
 
     pub fn backlog(&self) -> impl Iterator<Item = (i64, &Unresolved<W>)> {
-        self.backlog.iter().map(|(offset, entry)| (*offset, entry))
+        self.backlog
+            .iter()
+            .map(|(offset, entry)| (*offset, entry.as_ref()))
     }
 
     pub fn backlog_len(&self) -> usize {
