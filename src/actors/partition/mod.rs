@@ -35,7 +35,9 @@ use super::status::{
     BacklogEntry, GuardStatus, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome,
 };
 use crate::backoff::Backoff;
-use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, UnknownCause};
+use crate::domain::{
+    DuplicateCause, FetchedRecord, Outcome, RejectReason, Rejection, UnknownCause,
+};
 use crate::inbox::MarkersHeld;
 use crate::inbox::PgInboxError;
 use crate::inbox::guards::{self, GuardRow};
@@ -74,7 +76,9 @@ const FAILURE_TICK: Duration = Duration::from_secs(1);
 pub struct PartitionActor {
     assignment: Assignment,
     deps: Arc<PartitionDeps>,
-    schedule: Schedule<Work>,
+    /// New records wait unparsed (a parsed record is about three times the size); a batch is
+    /// parsed when it starts.
+    schedule: Schedule<Work, FetchedRecord>,
     guard: Guard,
     timer: Option<(Instant, SpawnHandle)>,
     drained: Vec<oneshot::Sender<()>>,
@@ -159,7 +163,16 @@ impl PartitionActor {
                     continue;
                 }
                 // The next full batch may join it while it commits (`schedule`'s pipelining).
-                Next::Batch(batch) => {
+                Next::Batch(records) => {
+                    let topic = &self.deps.topic;
+                    let partition = self.partition();
+                    let max = self.deps.max_payload_bytes;
+                    let batch = records
+                        .into_iter()
+                        .map(|(offset, record)| {
+                            (offset, Work::from_record(topic, partition, record, max))
+                        })
+                        .collect();
                     self.run(batch, Pass::First, ctx);
                     continue;
                 }
@@ -751,17 +764,9 @@ impl Handler<Fetched> for PartitionActor {
 
     fn handle(&mut self, fetched: Fetched, ctx: &mut Context<Self>) {
         match fetched {
-            Fetched::Records(records) => {
-                let topic = &self.deps.topic;
-                let partition = self.partition();
-                let max = self.deps.max_payload_bytes;
-                self.schedule.receive(records.into_iter().map(|record| {
-                    (
-                        record.offset,
-                        Work::from_record(topic, partition, record, max),
-                    )
-                }));
-            }
+            Fetched::Records(records) => self
+                .schedule
+                .receive(records.into_iter().map(|record| (record.offset, record))),
             Fetched::Skipped { after, position } => self.schedule.receive_skip(after, position),
         }
         self.drive(ctx);

@@ -57,8 +57,8 @@ pub struct Limits {
 
 /// A queued item, in offset order.
 #[derive(Debug, Clone, PartialEq)]
-enum Item<W> {
-    Record { offset: i64, work: W },
+enum Item<Q> {
+    Record { offset: i64, work: Q },
     Skip { after: Option<i64>, position: i64 },
 }
 
@@ -113,13 +113,13 @@ pub enum Pass {
 
 /// What to do next.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Next<W> {
+pub enum Next<W, Q = W> {
     /// Report that the offsets after `after` and below `position` hold no record for us.
     Skip { after: Option<i64>, position: i64 },
     /// Retry these Unknown records together (often just one).
     Retry(Vec<(i64, W)>),
-    /// Run these new records together.
-    Batch(Vec<(i64, W)>),
+    /// Run these new records together, as they were received.
+    Batch(Vec<(i64, Q)>),
     /// Nothing to run before this instant (a linger ends or a retry is due) or new input.
     WaitUntil(Instant),
     /// Nothing to run until new input arrives.
@@ -140,10 +140,12 @@ pub enum Phase {
 
 /// The scheduling state of one partition (see the module docs).
 #[derive(Debug)]
-pub struct Schedule<W> {
+pub struct Schedule<W, Q = W> {
     limits: Limits,
     retry: Backoff,
-    queue: VecDeque<Item<W>>,
+    /// New records as received (`Q`: the actor queues them unparsed, a fraction of a parsed
+    /// record's size; it parses a batch when it starts it).
+    queue: VecDeque<Item<Q>>,
     queued_records: usize,
     requested: usize,
     /// Each entry boxed: a B-tree filled in offset order keeps its leaves about half full, so
@@ -156,7 +158,7 @@ pub struct Schedule<W> {
     linger_until: Option<Instant>,
 }
 
-impl<W: Clone> Schedule<W> {
+impl<W: Clone, Q> Schedule<W, Q> {
     /// A fresh partition: the driver sends up to `window` records before being asked.
     pub fn new(limits: Limits, retry: Backoff, paused: bool) -> Self {
         debug_assert!(limits.window >= 1 && limits.batch_size >= 1 && limits.max_unresolved >= 1);
@@ -176,7 +178,7 @@ impl<W: Clone> Schedule<W> {
     }
 
     /// Records from the driver, in offset order.
-    pub fn receive(&mut self, records: impl IntoIterator<Item = (i64, W)>) {
+    pub fn receive(&mut self, records: impl IntoIterator<Item = (i64, Q)>) {
         for (offset, work) in records {
             self.requested = self.requested.saturating_sub(1);
             if self.draining {
@@ -210,7 +212,7 @@ impl<W: Clone> Schedule<W> {
     }
 
     /// The next thing to do (see the module docs); `unit` picks the jitter of retry delays.
-    pub fn next(&mut self, now: Instant) -> Next<W> {
+    pub fn next(&mut self, now: Instant) -> Next<W, Q> {
         if !self.running.is_empty() {
             return self.next_in_pipeline(now);
         }
@@ -275,7 +277,7 @@ impl<W: Clone> Schedule<W> {
 
     /// While batches run: the next full batch joins them if nothing else is waiting for its
     /// turn and the bounds allow it (see the module docs); otherwise wait for them.
-    fn next_in_pipeline(&mut self, now: Instant) -> Next<W> {
+    fn next_in_pipeline(&mut self, now: Instant) -> Next<W, Q> {
         let only_batches_holding_markers = self.running.iter().all(|u| {
             matches!(
                 u,
@@ -321,9 +323,9 @@ impl<W: Clone> Schedule<W> {
     }
 
     /// Takes the first `ready` queued items (all records) as a running batch.
-    fn start_batch(&mut self, ready: usize) -> Vec<(i64, W)> {
+    fn start_batch(&mut self, ready: usize) -> Vec<(i64, Q)> {
         self.linger_until = None;
-        let batch: Vec<(i64, W)> = self
+        let batch: Vec<(i64, Q)> = self
             .queue
             .drain(..ready)
             .map(|item| match item {
@@ -755,7 +757,7 @@ mod tests {
 
     #[test]
     fn a_paused_partition_retries_its_backlog_but_takes_no_new_records() {
-        let mut s = Schedule::new(limits(4, 2, 10), no_jitter(), true);
+        let mut s: Schedule<&str> = Schedule::new(limits(4, 2, 10), no_jitter(), true);
         let now = Instant::now();
         s.receive(records(0..4));
         assert_eq!(s.phase(), Phase::Paused);
