@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 
-use super::messages::{GetOverview, GetStatus};
+use super::messages::{GetOverview, GetStatus, SampleStatus};
+use super::status::{BacklogDetail, PartitionState, PartitionView, ServiceStatus};
 pub use super::status::{DisplayState, Overview, PartitionSummary, StateReason, TrendPoint};
-use super::status::{PartitionState, PartitionView, ServiceStatus};
 use super::supervisor::Supervisor;
 use crate::domain::ConnectionHealth;
 use crate::domain::Trouble;
@@ -138,13 +138,11 @@ impl Monitor {
             track.trend_at = now;
         }
 
-        let oldest_unknown = view.actor.as_ref().and_then(|a| {
-            a.backlog
-                .iter()
-                .map(|e| e.first_seen)
-                .min()
-                .map(|first| (wall - first).to_std().unwrap_or_default())
-        });
+        let oldest_unknown = view
+            .actor
+            .as_ref()
+            .and_then(|a| a.oldest_unknown_since)
+            .map(|first| (wall - first).to_std().unwrap_or_default());
         // Time lag: how old the newest record taken up is, while records still wait.
         let lag_seconds = match (lag, view.actor.as_ref().and_then(|a| a.last_record_time)) {
             (Some(l), Some(time)) if l > 0 => {
@@ -232,7 +230,7 @@ impl Actor for Monitor {
         ctx.run_interval(SAMPLE_EVERY, |monitor, ctx| {
             let supervisor = monitor.supervisor.clone();
             ctx.spawn(
-                async move { supervisor.send(GetStatus).await.ok() }
+                async move { supervisor.send(SampleStatus).await.ok() }
                     .into_actor(monitor)
                     .map(|status, monitor, _ctx| {
                         if let Some(status) = status {
@@ -247,12 +245,21 @@ impl Actor for Monitor {
 impl Handler<GetOverview> for Monitor {
     type Result = ResponseActFuture<Self, Option<Overview>>;
 
-    fn handle(&mut self, _: GetOverview, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(
+        &mut self,
+        GetOverview(detail): GetOverview,
+        _ctx: &mut Context<Self>,
+    ) -> Self::Result {
         let supervisor = self.supervisor.clone();
         Box::pin(
-            async move { supervisor.send(GetStatus).await.ok() }
-                .into_actor(self)
-                .map(|status, monitor, _ctx| status.map(|s| monitor.summarise(s))),
+            async move {
+                match detail {
+                    BacklogDetail::Entries => supervisor.send(GetStatus).await.ok(),
+                    BacklogDetail::Summary => supervisor.send(SampleStatus).await.ok(),
+                }
+            }
+            .into_actor(self)
+            .map(|status, monitor, _ctx| status.map(|s| monitor.summarise(s))),
         )
     }
 }

@@ -100,6 +100,16 @@ pub struct RecentOutcome {
     pub at: DateTime<Utc>,
 }
 
+/// How much of each partition's Unknown backlog a snapshot copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BacklogDetail {
+    /// Every entry: the admin pages and the API show them.
+    Entries,
+    /// Its size and its oldest entry's age only: the monitor samples every partition every
+    /// second, and a copy of every entry of 64 partitions at their bound is ~9 MB each time.
+    Summary,
+}
+
 /// A partition actor's snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PartitionStatus {
@@ -113,6 +123,12 @@ pub struct PartitionStatus {
     /// Records asked of the driver and not received yet (librdkafka has not fetched them, or
     /// they are on their way).
     pub requested: usize,
+    /// Unknown records held: the backlog's size, also when its entries were not copied.
+    pub unknown: usize,
+    /// When the oldest of them first came back Unknown.
+    pub oldest_unknown_since: Option<DateTime<Utc>>,
+    /// Every Unknown record, lowest offset first; empty in a [`BacklogDetail::Summary`]
+    /// snapshot.
     pub backlog: Vec<BacklogEntry>,
     pub guard: GuardStatus,
     pub counts: OutcomeCounts,

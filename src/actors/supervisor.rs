@@ -23,10 +23,11 @@ use super::messages::{
     GroupJoined, KafkaLink, KafkaRequest, LiveRewound, NotOwned, OffsetResetFound,
     OffsetResetResumed, OffsetsObserved, PartitionAction, PartitionCommand, PartitionsAssigned,
     PartitionsRestarted, PartitionsRevoked, PartitionsRewound, ReleaseForRewind, ReleasePartitions,
-    RewindPartitions, RewindTarget, Shutdown, SkipRefused, SkipTicket, TrackPartitions,
+    RewindPartitions, RewindTarget, SampleStatus, Shutdown, SkipRefused, SkipTicket,
+    TrackPartitions,
 };
 use super::partition::{PartitionActor, PartitionDeps};
-use super::status::{PartitionView, ServiceStatus};
+use super::status::{BacklogDetail, PartitionView, ServiceStatus};
 use crate::domain::{HeldCause, ObservedOffsets, Trouble};
 use crate::inbox::offset_resets;
 
@@ -400,6 +401,21 @@ impl Handler<GetStatus> for Supervisor {
     type Result = ResponseFuture<ServiceStatus>;
 
     fn handle(&mut self, _: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
+        self.status(BacklogDetail::Entries)
+    }
+}
+
+impl Handler<SampleStatus> for Supervisor {
+    type Result = ResponseFuture<ServiceStatus>;
+
+    fn handle(&mut self, _: SampleStatus, _ctx: &mut Context<Self>) -> Self::Result {
+        self.status(BacklogDetail::Summary)
+    }
+}
+
+impl Supervisor {
+    /// The service's snapshot: the partition actors' and the checkpoint's, joined.
+    fn status(&self, detail: BacklogDetail) -> ResponseFuture<ServiceStatus> {
         let actors: Vec<_> = self
             .partitions
             .iter()
@@ -418,7 +434,12 @@ impl Handler<GetStatus> for Supervisor {
             partitions: Vec::new(),
         };
         Box::pin(async move {
-            let snapshots = join_all(actors.iter().map(|(_, a)| a.send(GetPartitionStatus))).await;
+            let snapshots = join_all(
+                actors
+                    .iter()
+                    .map(|(_, a)| a.send(GetPartitionStatus(detail))),
+            )
+            .await;
             let checkpoints = checkpoint
                 .send(GetCheckpointStatus)
                 .await

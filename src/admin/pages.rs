@@ -82,7 +82,7 @@ impl RowView {
             lag: or_dash(summary.lag),
             lag_seconds: or_dash(summary.lag_seconds.map(|s| format!("{s:.1}"))),
             in_flight: or_dash(actor.map(|a| a.in_flight)),
-            backlog: or_dash(actor.map(|a| a.backlog.len())),
+            backlog: or_dash(actor.map(|a| a.unknown)),
             oldest_unknown: or_dash(summary.oldest_unknown_seconds.map(human_duration)),
             applied: counts.applied,
             redelivery: counts.duplicates_of(DuplicateCause::Redelivery),

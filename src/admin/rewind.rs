@@ -15,7 +15,7 @@ use super::AdminState;
 use super::error::AdminError;
 use super::pages::Layout;
 use crate::actors::messages::{GetOverview, LiveRewound, NotOwned, RewindPartitions};
-use crate::actors::status::{Overview, PartitionView};
+use crate::actors::status::{BacklogDetail, Overview, PartitionView};
 use crate::domain::rewind::{Decision, TimeOffset, decide, restart_past_gap};
 use crate::domain::{Held, HeldCause, Trouble};
 use crate::error_text::chain;
@@ -78,7 +78,7 @@ pub fn position_now(view: &PartitionView) -> Option<i64> {
 pub async fn plan(state: &AdminState, scope: Scope, to: DateTime<Utc>) -> Result<Plan, AdminError> {
     let overview: Overview = state
         .monitor
-        .send(GetOverview)
+        .send(GetOverview(BacklogDetail::Summary))
         .await
         .ok()
         .flatten()

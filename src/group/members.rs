@@ -48,7 +48,7 @@ impl PartitionReport {
             end: summary.end,
             lag_records: summary.lag,
             lag_seconds: summary.lag_seconds,
-            unknown: actor.map_or(0, |a| i32::try_from(a.backlog.len()).unwrap_or(i32::MAX)),
+            unknown: actor.map_or(0, |a| i32::try_from(a.unknown).unwrap_or(i32::MAX)),
             stuck_reason: match &summary.state_reason {
                 Some(StateReason::Stuck(text)) => Some(text.clone()),
                 _ => None,

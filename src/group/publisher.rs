@@ -15,6 +15,7 @@ use super::identity::MemberIdentity;
 use super::members::{self, PartitionReport};
 use crate::actors::Monitor;
 use crate::actors::messages::GetOverview;
+use crate::actors::status::BacklogDetail;
 use crate::config::members::MemberSettings;
 use crate::error_text::chain;
 
@@ -127,11 +128,14 @@ impl Publisher {
 
     /// One heartbeat: the overview, then the write.
     async fn beat(&self) -> Result<(), String> {
-        let overview = tokio::time::timeout(self.write_timeout(), self.monitor.send(GetOverview))
-            .await
-            .map_err(|_| "the monitor did not answer in time".to_owned())?
-            .map_err(|_| "the monitor is gone".to_owned())?
-            .ok_or_else(|| "the service is shutting down".to_owned())?;
+        let overview = tokio::time::timeout(
+            self.write_timeout(),
+            self.monitor.send(GetOverview(BacklogDetail::Summary)),
+        )
+        .await
+        .map_err(|_| "the monitor did not answer in time".to_owned())?
+        .map_err(|_| "the monitor is gone".to_owned())?
+        .ok_or_else(|| "the service is shutting down".to_owned())?;
         let reports: Vec<PartitionReport> = overview
             .partitions
             .iter()

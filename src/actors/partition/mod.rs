@@ -32,7 +32,8 @@ use super::messages::{
     SkipReported, SkipTicket,
 };
 use super::status::{
-    BacklogEntry, GuardStatus, OutcomeCounts, PartitionState, PartitionStatus, RecentOutcome,
+    BacklogDetail, BacklogEntry, GuardStatus, OutcomeCounts, PartitionState, PartitionStatus,
+    RecentOutcome,
 };
 use crate::backoff::Backoff;
 use crate::domain::{
@@ -673,7 +674,7 @@ impl PartitionActor {
             .unwrap_or_default()
     }
 
-    fn snapshot(&self) -> PartitionStatus {
+    fn snapshot(&self, detail: BacklogDetail) -> PartitionStatus {
         let now = Instant::now();
         let wall = Utc::now();
         // Instants shown as wall-clock times.
@@ -697,9 +698,17 @@ impl PartitionActor {
             operator_paused: self.schedule.is_paused(),
             in_flight: self.schedule.in_flight(),
             requested: self.schedule.requested(),
+            unknown: self.schedule.backlog_len(),
+            oldest_unknown_since: self
+                .schedule
+                .backlog()
+                .map(|(_, entry)| entry.first_seen)
+                .min()
+                .map(at),
             backlog: self
                 .schedule
                 .backlog()
+                .filter(|_| detail == BacklogDetail::Entries)
                 .map(|(offset, entry)| BacklogEntry {
                     offset,
                     event_id: entry.work.event_id().map(str::to_owned),
@@ -804,8 +813,12 @@ impl Handler<Drain> for PartitionActor {
 impl Handler<GetPartitionStatus> for PartitionActor {
     type Result = MessageResult<GetPartitionStatus>;
 
-    fn handle(&mut self, _: GetPartitionStatus, _ctx: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.snapshot())
+    fn handle(
+        &mut self,
+        GetPartitionStatus(detail): GetPartitionStatus,
+        _ctx: &mut Context<Self>,
+    ) -> Self::Result {
+        MessageResult(self.snapshot(detail))
     }
 }
 

@@ -41,9 +41,9 @@ use super::queries::{
 use super::redirect::safe_next;
 use super::{AdminState, OVER_LIMIT_DELAY};
 use crate::actors::messages::GetOverview;
-use crate::actors::messages::{GetStatus, NotOwned, PartitionAction, PartitionCommand};
+use crate::actors::messages::{NotOwned, PartitionAction, PartitionCommand, SampleStatus};
 use crate::actors::monitor::Overview;
-use crate::actors::status::PartitionSummary;
+use crate::actors::status::{BacklogDetail, PartitionSummary};
 use crate::domain::Trouble;
 use crate::domain::{LetterState, MAX_TICKET_ID_CHARS, RejectReason, parse_point_in_time_or_utc};
 use crate::error_text::chain;
@@ -275,7 +275,12 @@ pub(super) fn truncate(text: &str) -> String {
 }
 
 pub(super) async fn overview_of(state: &AdminState) -> Result<Overview, AdminError> {
-    let overview = state.monitor.send(GetOverview).await.ok().flatten();
+    let overview = state
+        .monitor
+        .send(GetOverview(BacklogDetail::Entries))
+        .await
+        .ok()
+        .flatten();
     overview.ok_or(AdminError::ShuttingDown)
 }
 
@@ -421,7 +426,7 @@ pub(super) async fn readyz(state: State) -> impl Responder {
     let joined = async {
         state
             .supervisor
-            .send(GetStatus)
+            .send(SampleStatus)
             .await
             .map(|s| s.member_id.is_some() || !s.partitions.is_empty())
             .unwrap_or(false)

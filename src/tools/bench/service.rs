@@ -13,7 +13,7 @@ use tokio::time::MissedTickBehavior;
 use super::BenchError;
 use super::measure::CommitTimeline;
 use super::probe::CpuSnapshot;
-use crate::actors::messages::GetStatus;
+use crate::actors::messages::SampleStatus;
 use crate::actors::status::ServiceStatus;
 use crate::config::admin::AdminSettings;
 use crate::config::{KafkaSettings, RuntimeSettings, Settings};
@@ -106,9 +106,9 @@ impl Service {
         &self.handle.pool
     }
 
-    /// The service's snapshot, if it answers in time.
+    /// The service's snapshot, Unknown backlogs summarised, if it answers in time.
     pub async fn status(&self) -> Option<ServiceStatus> {
-        let asked = self.handle.supervisor.send(GetStatus);
+        let asked = self.handle.supervisor.send(SampleStatus);
         tokio::time::timeout(STATUS_TIMEOUT, asked).await.ok()?.ok()
     }
 

@@ -227,6 +227,8 @@ mod tests {
                 operator_paused: false,
                 in_flight: 0,
                 requested: 0,
+                unknown: backlog,
+                oldest_unknown_since: None,
                 backlog: vec![entry; backlog],
                 guard: GuardStatus {
                     engaged: false,
