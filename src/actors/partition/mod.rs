@@ -705,21 +705,23 @@ impl PartitionActor {
                 .map(|(_, entry)| entry.first_seen)
                 .min()
                 .map(at),
-            backlog: self
-                .schedule
-                .backlog()
-                .filter(|_| detail == BacklogDetail::Entries)
-                .map(|(offset, entry)| BacklogEntry {
-                    offset,
-                    event_id: entry.work.event_id().map(str::to_owned),
-                    attempts: entry.attempts,
-                    cause: entry.cause,
-                    last_error: entry.last_error.clone(),
-                    first_seen: at(entry.first_seen),
-                    next_retry: at(entry.next_retry),
-                    dead_letter_requested: entry.replacement.is_some(),
-                })
-                .collect(),
+            backlog: match detail {
+                BacklogDetail::Summary => Vec::new(),
+                BacklogDetail::Entries => self
+                    .schedule
+                    .backlog()
+                    .map(|(offset, entry)| BacklogEntry {
+                        offset,
+                        event_id: entry.work.event_id().map(str::to_owned),
+                        attempts: entry.attempts,
+                        cause: entry.cause,
+                        last_error: entry.last_error.clone(),
+                        first_seen: at(entry.first_seen),
+                        next_retry: at(entry.next_retry),
+                        dead_letter_requested: entry.replacement.is_some(),
+                    })
+                    .collect(),
+            },
             guard: GuardStatus {
                 engaged: self.guard.engaged(),
                 consecutive: self.guard.consecutive(),
