@@ -313,6 +313,28 @@ impl Metrics {
         &self.registry
     }
 
+    /// Per partition, the committed offset `history_committed_offset` reports, read from
+    /// that family alone (no gather of the registry, whose process collector reads `/proc`).
+    pub fn committed_offsets(&self) -> Vec<(i32, i64)> {
+        use prometheus::core::Collector;
+        self.families
+            .committed
+            .collect()
+            .iter()
+            .flat_map(|family| family.get_metric())
+            .filter_map(|metric| {
+                let partition = metric
+                    .get_label()
+                    .iter()
+                    .find(|l| l.name() == "partition")?
+                    .value()
+                    .parse()
+                    .ok()?;
+                Some((partition, metric.get_gauge().value() as i64))
+            })
+            .collect()
+    }
+
     /// The text exposition of every metric.
     pub fn render(&self) -> String {
         let mut buffer = Vec::new();
@@ -581,5 +603,22 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_offsets_are_read_per_partition_from_their_family_alone() {
+        let metrics = Metrics::new();
+        assert!(metrics.committed_offsets().is_empty());
+        metrics.set_watermark(3, Some(120), Some(100));
+        metrics.set_watermark(0, Some(7), Some(7));
+        metrics.set_watermark(1, Some(9), None);
+        let mut committed = metrics.committed_offsets();
+        committed.sort();
+        assert_eq!(committed, vec![(0, 7), (3, 100)]);
     }
 }

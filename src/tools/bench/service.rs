@@ -131,29 +131,11 @@ impl Service {
     }
 
     /// Per partition, the committed offset the service's metrics report
-    /// (`history_committed_offset`, set when a commit is acknowledged).
+    /// (`history_committed_offset`, set when a commit is acknowledged). Read every
+    /// [`POLL`], so it reads that family alone: a gather of the whole registry would charge
+    /// the run a read of `/proc` (the process collector) a hundred times a second.
     pub fn committed(&self) -> Vec<(i32, i64)> {
-        let families = self.handle.metrics.registry().gather();
-        let Some(family) = families
-            .iter()
-            .find(|f| f.name() == "history_committed_offset")
-        else {
-            return Vec::new();
-        };
-        family
-            .get_metric()
-            .iter()
-            .filter_map(|metric| {
-                let partition = metric
-                    .get_label()
-                    .iter()
-                    .find(|l| l.name() == "partition")?
-                    .value()
-                    .parse()
-                    .ok()?;
-                Some((partition, metric.get_gauge().value() as i64))
-            })
-            .collect()
+        self.handle.metrics.committed_offsets()
     }
 }
 
