@@ -145,10 +145,10 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
     }
     // By id, and an id's occurrences in input order (a stable sort): the first one is kept.
     // Ids from an outbox arrive mostly in order, and a stable sort takes such runs whole.
-    events.sort_by(|a, b| a.1.event_id.cmp(&b.1.event_id));
+    events.sort_by(|a, b| a.1.event_id().cmp(b.1.event_id()));
     let mut slots = vec![Slot::DeadLetter; items.len()];
     events.dedup_by(|later, first| {
-        let repeat = later.1.event_id == first.1.event_id;
+        let repeat = later.1.event_id() == first.1.event_id();
         if repeat {
             slots[later.0] = Slot::Repeat;
         }
@@ -174,7 +174,7 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
 /// Where `event_id` is in the planned events (sorted by id, each id once).
 fn position(events: &[(&TicketEvent, Origin)], event_id: &str) -> Option<usize> {
     events
-        .binary_search_by(|(event, _)| (*event.event_id).cmp(event_id))
+        .binary_search_by(|(event, _)| event.event_id().cmp(event_id))
         .ok()
 }
 
@@ -190,7 +190,7 @@ struct Returned<'p, 'a> {
 impl Returned<'_, '_> {
     fn position(&mut self, event_id: &str) -> Option<usize> {
         let found = match self.events.get(self.next) {
-            Some((event, _)) if event.event_id == event_id => self.next,
+            Some((event, _)) if event.event_id() == event_id => self.next,
             _ => position(self.events, event_id)?,
         };
         self.next = found + 1;
@@ -208,7 +208,7 @@ async fn write(
 ) -> Result<Vec<bool>, PgInboxError> {
     let mut inserted = vec![false; events.len()];
     if !events.is_empty() {
-        let ids: Vec<&str> = events.iter().map(|(e, _)| &*e.event_id).collect();
+        let ids: Vec<&str> = events.iter().map(|(e, _)| e.event_id()).collect();
         let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
         let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
         let failed = PgInboxError::at(Step::InsertMarker);
@@ -246,10 +246,10 @@ pub(super) async fn save_history(
     client: &Object,
     events: &[&TicketEvent],
 ) -> Result<(), PgInboxError> {
-    let ids: Vec<&str> = events.iter().map(|e| &*e.event_id).collect();
-    let tickets: Vec<&str> = events.iter().map(|e| &*e.ticket_id).collect();
-    let from: Vec<&str> = events.iter().map(|e| &*e.from_status).collect();
-    let to: Vec<&str> = events.iter().map(|e| &*e.to_status).collect();
+    let ids: Vec<&str> = events.iter().map(|e| e.event_id()).collect();
+    let tickets: Vec<&str> = events.iter().map(|e| e.ticket_id()).collect();
+    let from: Vec<&str> = events.iter().map(|e| e.from_status()).collect();
+    let to: Vec<&str> = events.iter().map(|e| e.to_status()).collect();
     let changed_at: Vec<DateTime<Utc>> = events.iter().map(|e| e.changed_at).collect();
     let failed = PgInboxError::at(Step::InsertHistory);
     let statement = client.prepare_cached(SAVE_HISTORY).await.map_err(failed)?;
@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(slots, [Slot::First(1), Slot::First(0), Slot::Repeat]);
         let planned: Vec<(&str, i64)> = events
             .iter()
-            .map(|(e, o)| (&*e.event_id, o.offset))
+            .map(|(e, o)| (e.event_id(), o.offset))
             .collect();
         assert_eq!(planned, [("a", 2), ("b", 1)]);
         assert!(letters.is_empty());
@@ -386,7 +386,7 @@ mod tests {
             let searched: Vec<BatchOutcome> = events
                 .iter()
                 .map(|event| {
-                    let i = position(&plan.events, &event.event_id).unwrap();
+                    let i = position(&plan.events, event.event_id()).unwrap();
                     let first = !std::mem::replace(&mut seen[i], true);
                     if first && inserted[i] { BatchOutcome::Applied } else { BatchOutcome::AlreadyApplied }
                 })

@@ -92,7 +92,7 @@ pub async fn process_history_once<R: InboxRepository>(
     if let Err(error) = repo.begin().await {
         return Processed::Unknown(error);
     }
-    let processed = match repo.try_inbox(&event.event_id, origin).await {
+    let processed = match repo.try_inbox(event.event_id(), origin).await {
         Err(error) => Processed::Unknown(error),
         Ok(false) => Processed::AlreadyApplied,
         Ok(true) => match repo.save_history(event).await {
@@ -195,7 +195,7 @@ mod tests {
                 }
                 if let Some(event) = self.staged_history.take() {
                     self.committed_history
-                        .insert(event.event_id.to_string(), event);
+                        .insert(event.event_id().to_string(), event);
                 }
             }
             failure.map_or(Ok(()), Err)

@@ -47,9 +47,9 @@ fn cause(first: Option<&FirstSeen>, event: &TicketEvent, origin: Origin) -> Dupl
     };
     rule((first.partition, first.offset), origin, || {
         first.stored.as_ref().is_some_and(|(ticket, from, to, at)| {
-            *ticket == *event.ticket_id
-                && *from == *event.from_status
-                && *to == *event.to_status
+            *ticket == event.ticket_id()
+                && *from == event.from_status()
+                && *to == event.to_status()
                 && *at == event.changed_at
         })
     })
@@ -82,9 +82,9 @@ pub fn cause_of_repeat(
 ) -> DuplicateCause {
     let at = (Some(first_origin.partition), Some(first_origin.offset));
     rule(at, origin, || {
-        first.ticket_id == event.ticket_id
-            && first.from_status == event.from_status
-            && first.to_status == event.to_status
+        first.ticket_id() == event.ticket_id()
+            && first.from_status() == event.from_status()
+            && first.to_status() == event.to_status()
             && first.changed_at == event.changed_at
     })
 }
@@ -101,7 +101,7 @@ pub async fn classify_many(
     let statement = client.prepare_cached(FIRST_SEEN).await?;
     let ids: Vec<&str> = duplicates
         .iter()
-        .map(|(event, _)| &*event.event_id)
+        .map(|(event, _)| event.event_id())
         .collect();
     let partitions: Vec<i32> = duplicates.iter().map(|(_, o)| o.partition).collect();
     let offsets: Vec<i64> = duplicates.iter().map(|(_, o)| o.offset).collect();
@@ -163,9 +163,9 @@ mod tests {
             partition: Some(0),
             offset: Some(7),
             stored: Some((
-                e.ticket_id.to_string(),
-                e.from_status.to_string(),
-                e.to_status.to_string(),
+                e.ticket_id().to_string(),
+                e.from_status().to_string(),
+                e.to_status().to_string(),
                 e.changed_at,
             )),
         }
@@ -182,8 +182,7 @@ mod tests {
             cause(Some(&first), &event_900(), AT_8),
             DuplicateCause::Republish
         );
-        let mut changed = event_900();
-        changed.to_status = "closed".into();
+        let changed = event_900().with_to_status("closed");
         assert_eq!(
             cause(Some(&first), &changed, AT_8),
             DuplicateCause::Conflicting
@@ -208,9 +207,9 @@ mod tests {
             let first = first_at_7();
             let mut event = event_900();
             if ticket {
-                event.ticket_id = "ticket-901".into();
+                event = event.with_ticket_id("ticket-901");
             }
-            event.to_status = to.into();
+            event = event.with_to_status(to);
             event.changed_at += chrono::Duration::seconds(seconds);
             let origin = Origin { partition, offset };
             proptest::prop_assert_eq!(

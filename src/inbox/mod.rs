@@ -37,10 +37,7 @@ pub(crate) mod fixtures {
 
     /// The story's event 900 under another id.
     pub fn event(id: &str) -> TicketEvent {
-        TicketEvent {
-            event_id: id.into(),
-            ..event_900()
-        }
+        event_900().with_event_id(id)
     }
 
     /// `offset` of partition 0.

@@ -69,7 +69,7 @@ impl RecentlyApplied {
             .unwrap_or_default();
         let place = self.batches.partition_point(|(kept, _)| *kept < lowest);
         // Stable, so that of an id given twice the first stays first.
-        batch.sort_by(|a, b| a.0.event_id.cmp(&b.0.event_id));
+        batch.sort_by(|a, b| a.0.event_id().cmp(b.0.event_id()));
         self.len += batch.len();
         self.batches.insert(place, (lowest, batch));
         while let Some((_, oldest)) = self.batches.front()
@@ -85,9 +85,9 @@ impl RecentlyApplied {
     pub fn cause(&self, event: &TicketEvent, origin: Origin) -> Option<DuplicateCause> {
         // An id's marker is inserted once: at most one batch holds it.
         self.batches.iter().find_map(|(_, batch)| {
-            let found = batch.partition_point(|(e, _)| e.event_id < event.event_id);
+            let found = batch.partition_point(|(e, _)| e.event_id() < event.event_id());
             let (first, first_origin) = batch.get(found)?;
-            (first.event_id == event.event_id)
+            (first.event_id() == event.event_id())
                 .then(|| cause_of_repeat(first, *first_origin, event, origin))
         })
     }
@@ -123,8 +123,7 @@ mod tests {
             applied.cause(&event(1), at(9)),
             Some(DuplicateCause::Republish)
         );
-        let mut changed = event(1);
-        changed.to_status = "closed".into();
+        let changed = event(1).with_to_status("closed");
         assert_eq!(
             applied.cause(&changed, at(9)),
             Some(DuplicateCause::Conflicting)
@@ -179,7 +178,7 @@ mod tests {
             for (event, origin) in batches.iter().flatten() {
                 let expected = remembered
                     .iter()
-                    .any(|(e, _)| e.event_id == event.event_id)
+                    .any(|(e, _)| e.event_id() == event.event_id())
                     .then_some(DuplicateCause::Redelivery);
                 proptest::prop_assert_eq!(applied.cause(event, *origin), expected);
                 let elsewhere = Origin { partition: 1, ..*origin };

@@ -35,7 +35,7 @@ pub struct Found {
 impl Found {
     /// What the projection holds for this record's event.
     pub fn stored(&self, record: &EventRecord<'_>) -> Stored {
-        let Some(row) = self.rows.get(&*record.event.event_id) else {
+        let Some(row) = self.rows.get(record.event.event_id()) else {
             return Stored::Nothing;
         };
         let Some((ticket, from, to, changed_at)) = &row.history else {
@@ -44,9 +44,9 @@ impl Found {
         let event = record.event;
         Stored::Row {
             first_here: row.first.is_none_or(|first| first == record.origin),
-            same: *ticket == *event.ticket_id
-                && *from == *event.from_status
-                && *to == *event.to_status
+            same: *ticket == event.ticket_id()
+                && *from == event.from_status()
+                && *to == event.to_status()
                 && *changed_at == event.changed_at,
         }
     }
@@ -79,7 +79,7 @@ pub async fn look_up(
     let client = pool.get().await.map_err(PgInboxError::Pool)?;
     let mut found = Found::default();
     if !events.is_empty() {
-        let ids: Vec<&str> = events.iter().map(|e| &*e.event.event_id).collect();
+        let ids: Vec<&str> = events.iter().map(|e| e.event.event_id()).collect();
         let statement = client.prepare_cached(STORED).await?;
         for row in client.query(&statement, &[&ids]).await? {
             let first = match (row.get::<_, Option<i32>>(1), row.get::<_, Option<i64>>(2)) {

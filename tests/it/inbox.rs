@@ -173,7 +173,7 @@ async fn a_failed_history_insert_leaves_no_marker_behind() {
     let mut repo = PgInbox::new(db.pool.clone());
     // A ticket id the column cannot take makes step 2 fail inside the transaction.
     let mut broken = event_900();
-    broken.ticket_id = "nul\0byte".into();
+    broken = broken.with_ticket_id("nul\0byte");
     let processed = process_history_once(&mut repo, &broken, AT_7).await;
     assert_eq!(processed.outcome(), Outcome::Unknown);
     assert_eq!(rows_for(&db, "event-ticket-900").await, (0, 0));
@@ -273,7 +273,7 @@ async fn anti_pattern_commit_marker_then_crash(db: &TestDb, event: &TicketEvent)
     client
         .execute(
             "INSERT INTO inbox (event_id) VALUES ($1) ON CONFLICT (event_id) DO NOTHING",
-            &[&&*event.event_id],
+            &[&event.event_id()],
         )
         .await
         .unwrap();
@@ -316,7 +316,7 @@ async fn duplicates_are_classified_by_where_they_were_first_seen_and_by_payload(
         "another offset, same payload: the outbox published twice"
     );
     let mut changed = event_900();
-    changed.to_status = "closed".into();
+    changed = changed.with_to_status("closed");
     assert_eq!(
         classify(&db.pool, &changed, AT_8).await.unwrap(),
         DuplicateCause::Conflicting,
@@ -335,9 +335,9 @@ async fn many_duplicates_classified_at_once_keep_their_own_causes_in_order() {
     let mut repo = PgInbox::new(db.pool.clone());
     process_history_once(&mut repo, &event_900(), AT_7).await;
     let mut changed = event_900();
-    changed.to_status = "closed".into();
+    changed = changed.with_to_status("closed");
     let mut unknown = event_900();
-    unknown.event_id = "event-never-stored".into();
+    unknown = unknown.with_event_id("event-never-stored");
 
     let causes = classify_many(
         &db.pool,

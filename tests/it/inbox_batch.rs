@@ -20,14 +20,13 @@ use BatchOutcome::{AlreadyApplied, Applied, DeadLettered};
 
 /// Event number `n`, with an id whose text order is its numeric order.
 fn event(n: usize) -> TicketEvent {
-    TicketEvent {
-        event_id: format!("event-{n:05}").into(),
-        ticket_id: format!("ticket-{}", n % 7).into(),
-        from_status: "open".into(),
-        to_status: "resolved".into(),
-        changed_at: Utc.with_ymd_and_hms(2026, 10, 3, 8, 0, 0).unwrap()
-            + chrono::Duration::seconds(n as i64),
-    }
+    TicketEvent::new(
+        &format!("event-{n:05}"),
+        &format!("ticket-{}", n % 7),
+        "open",
+        "resolved",
+        Utc.with_ymd_and_hms(2026, 10, 3, 8, 0, 0).unwrap() + chrono::Duration::seconds(n as i64),
+    )
 }
 
 fn at(offset: i64) -> Origin {
@@ -113,7 +112,7 @@ async fn a_batch_of_new_events_is_all_applied_with_one_row_each_and_its_origin()
         )
         .await
         .unwrap();
-    assert_eq!(row.get::<_, String>(0), *events[4].ticket_id);
+    assert_eq!(row.get::<_, String>(0), events[4].ticket_id());
     assert_eq!(row.get::<_, String>(1), "open");
     assert_eq!(row.get::<_, String>(2), "resolved");
     assert_eq!(row.get::<_, chrono::DateTime<Utc>>(3), events[4].changed_at);
@@ -155,7 +154,7 @@ async fn the_same_event_id_twice_in_a_batch_is_applied_once_then_already_applied
     let db = test_database().await;
     let first = event(7);
     let mut second = event(7);
-    second.to_status = "closed".into();
+    second = second.with_to_status("closed");
     let items = [
         BatchItem::Event {
             event: &first,
@@ -253,7 +252,7 @@ async fn a_failing_statement_fails_the_whole_batch_and_stores_nothing_of_it() {
     let good: Vec<TicketEvent> = (0..3).map(event).collect();
     let mut broken = event(9);
     // PostgreSQL text cannot hold NUL: the history insert fails after the markers went in.
-    broken.ticket_id = "nul\u{0}byte".into();
+    broken = broken.with_ticket_id("nul\u{0}byte");
     let letter = dead_letter(8);
     let mut items = events_at(&good, 0);
     items.push(BatchItem::DeadLetter(&letter));
@@ -286,7 +285,7 @@ async fn a_failed_commit_is_an_error_and_stores_nothing_of_the_batch() {
         .install(&db)
         .await;
     let mut refused = event(2);
-    refused.ticket_id = "refused".into();
+    refused = refused.with_ticket_id("refused");
     let events = [event(1), refused];
     let letter = dead_letter(5);
     let mut items = events_at(&events, 0);
@@ -405,7 +404,7 @@ async fn a_batch_meeting_an_earlier_batchs_uncommitted_event_takes_the_outcome_i
                      VALUES ('{id}', 3, 10); \
                  INSERT INTO history_events (event_id, ticket_id, from_status, to_status, changed_at) \
                      VALUES ('{id}', 'ticket-1', 'open', 'resolved', now())",
-                id = shared.event_id
+                id = shared.event_id()
             ))
             .await
             .unwrap();
@@ -425,7 +424,7 @@ async fn a_batch_meeting_an_earlier_batchs_uncommitted_event_takes_the_outcome_i
             .await
             .expect("the later batch goes on once the earlier one ended")
             .unwrap();
-        let (first_partition, first_offset, _) = first_seen(&db, &shared.event_id).await;
+        let (first_partition, first_offset, _) = first_seen(&db, shared.event_id()).await;
         if earlier_commits {
             assert_eq!(outcomes, [AlreadyApplied, Applied]);
             assert_eq!((first_partition, first_offset), (Some(3), Some(10)));
@@ -436,7 +435,7 @@ async fn a_batch_meeting_an_earlier_batchs_uncommitted_event_takes_the_outcome_i
         let rows: i64 = db
             .scalar(&format!(
                 "SELECT count(*) FROM history_events WHERE event_id = '{}'",
-                shared.event_id
+                shared.event_id()
             ))
             .await;
         assert_eq!(rows, 1, "one row for the shared event ({end})");
@@ -522,7 +521,7 @@ async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_ba
     let db = test_database().await;
     let (old, new) = (event(1), event(2));
     let mut conflicting = new.clone();
-    conflicting.to_status = "closed".into();
+    conflicting = conflicting.with_to_status("closed");
     process_batch(&db.pool, &events_at(std::slice::from_ref(&old), 10))
         .await
         .unwrap();

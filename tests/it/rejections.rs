@@ -50,7 +50,7 @@ async fn the_incidents_long_ticket_id_is_an_index_limit_that_rejects_the_row_at_
     let db = test_database().await;
     let mut event = event_900();
     // Past validation on purpose: the database's own verdict on the incident's record.
-    event.ticket_id = incompressible(1000).into();
+    event = event.with_ticket_id(&incompressible(1000));
     let error = process(&db, &event).await;
     assert_eq!(error.step(), Some(Step::InsertHistory));
     assert_eq!(error.sqlstate(), Some("54000"));
@@ -67,10 +67,7 @@ async fn the_incidents_long_ticket_id_is_an_index_limit_that_rejects_the_row_at_
     assert_eq!(stored(&db).await, (0, 0), "the transaction rolled back");
 
     // In a batch the same row fails the whole batch with the same verdict.
-    let fine = TicketEvent {
-        event_id: "event-fine".into(),
-        ..event_900()
-    };
+    let fine = event_900().with_event_id("event-fine");
     let items = [
         BatchItem::Event {
             event: &fine,
@@ -108,19 +105,18 @@ async fn a_trigger_a_check_and_a_column_limit_reject_their_row_at_the_insert_tha
         .await
         .unwrap();
     drop(client);
-    type Change = fn(&mut TicketEvent);
+    type Change = fn(&TicketEvent) -> TicketEvent;
     let cases: [(&str, Change, &str); 3] = [
-        ("a trigger", |e| e.ticket_id = "poison".into(), "P0001"),
-        ("a CHECK", |e| e.to_status = "reopened".into(), "23514"),
+        ("a trigger", |e| e.with_ticket_id("poison"), "P0001"),
+        ("a CHECK", |e| e.with_to_status("reopened"), "23514"),
         (
             "a column limit",
-            |e| e.from_status = "a status longer than ten".into(),
+            |e| e.with_from_status("a status longer than ten"),
             "22001",
         ),
     ];
     for (what, change, state) in cases {
-        let mut event = event_900();
-        change(&mut event);
+        let event = change(&event_900());
         let error = process(&db, &event).await;
         assert_eq!(error.step(), Some(Step::InsertHistory), "{what}");
         assert_eq!(error.sqlstate(), Some(state), "{what}");

@@ -138,16 +138,16 @@ fn any_event_that_parses_is_stored_by_the_real_schema_alone_and_in_a_batch() {
                         .error()
                         .map(|e| history_consumer::error_text::chain(e))
                 );
-                let (ticket, from, to) = stored_texts(&db, &event.event_id)
+                let (ticket, from, to) = stored_texts(&db, event.event_id())
                     .await
                     .expect("a history row");
                 if processed.outcome() == Outcome::Applied {
                     prop_assert_eq!(
                         (ticket, from, to),
                         (
-                            event.ticket_id.to_string(),
-                            event.from_status.to_string(),
-                            event.to_status.to_string()
+                            event.ticket_id().to_string(),
+                            event.from_status().to_string(),
+                            event.to_status().to_string()
                         )
                     );
                 }
@@ -173,7 +173,7 @@ fn any_event_that_parses_is_stored_by_the_real_schema_alone_and_in_a_batch() {
                         BatchOutcome::Applied | BatchOutcome::AlreadyApplied
                     );
                     prop_assert!(resolved, "{:?}", outcome);
-                    prop_assert!(stored_texts(&db, &event.event_id).await.is_some());
+                    prop_assert!(stored_texts(&db, event.event_id()).await.is_some());
                 }
                 Ok(())
             })

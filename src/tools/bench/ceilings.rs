@@ -59,7 +59,7 @@ impl DatabaseWork {
             let Some(event) = event_of(record) else {
                 continue;
             };
-            unique.insert(event.event_id.clone());
+            unique.insert(event.event_id().to_owned());
             let origin = Origin {
                 partition: at.partition,
                 offset: at.offset,

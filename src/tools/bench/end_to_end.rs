@@ -48,7 +48,7 @@ pub async fn publish(
     let mut fresh_ids = Vec::new();
     let mut tapped = workload.by_ref().inspect(|record| {
         if let (IdKind::Random, RecordKind::Fresh(event)) = (ids, &record.kind) {
-            fresh_ids.push(event.event_id.to_string());
+            fresh_ids.push(event.event_id().to_string());
         }
     });
     let sent = topic.flood(&mut tapped, records).await?;

@@ -73,18 +73,17 @@ impl Iterator for Workload {
             return Some(record);
         };
         Some(match record.kind {
-            RecordKind::Fresh(mut event) => {
+            RecordKind::Fresh(event) => {
                 let id = uuid_v4(rng);
-                given.insert(
-                    std::mem::replace(&mut event.event_id, id.as_str().into()).to_string(),
-                    id,
-                );
-                PlannedRecord::event(event, false)
+                let renamed = event.with_event_id(&id);
+                given.insert(event.event_id().to_owned(), id);
+                PlannedRecord::event(renamed, false)
             }
-            RecordKind::Republish(mut event) => {
-                if let Some(id) = given.get(&*event.event_id) {
-                    event.event_id = id.as_str().into();
-                }
+            RecordKind::Republish(event) => {
+                let event = match given.get(event.event_id()) {
+                    Some(id) => event.with_event_id(id),
+                    None => event,
+                };
                 PlannedRecord::event(event, true)
             }
             RecordKind::Malformed(_) => record,
@@ -143,10 +142,10 @@ mod tests {
         let mut seen = HashSet::new();
         for record in Workload::new(2, "t", 0.3).take(5_000) {
             match &record.kind {
-                RecordKind::Fresh(event) => assert!(seen.insert(event.event_id.clone())),
+                RecordKind::Fresh(event) => assert!(seen.insert(event.event_id().to_owned())),
                 RecordKind::Republish(event) => {
-                    assert!(seen.contains(&*event.event_id));
-                    assert_eq!(record.key, *event.ticket_id);
+                    assert!(seen.contains(event.event_id()));
+                    assert_eq!(record.key, event.ticket_id());
                 }
                 RecordKind::Malformed(_) => unreachable!(),
             }
@@ -160,18 +159,18 @@ mod tests {
         for record in Workload::with_ids(4, "t", 0.3, IdKind::Random).take(5_000) {
             match &record.kind {
                 RecordKind::Fresh(event) => {
-                    let id = &event.event_id;
+                    let id = event.event_id();
                     assert_eq!(id.len(), 36, "{id}");
                     let groups: Vec<usize> = id.split('-').map(str::len).collect();
                     assert_eq!(groups, [8, 4, 4, 4, 12], "{id}");
                     assert_eq!(&id[14..15], "4", "{id}");
                     assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
-                    assert!(fresh.insert(id.clone()), "{id}");
+                    assert!(fresh.insert(id.to_owned()), "{id}");
                     let payload = String::from_utf8(record.payload.clone()).unwrap();
-                    assert!(payload.contains(&id[..]), "{payload}");
+                    assert!(payload.contains(id), "{payload}");
                 }
                 RecordKind::Republish(event) => {
-                    assert!(fresh.contains(&event.event_id), "{}", event.event_id);
+                    assert!(fresh.contains(event.event_id()), "{}", event.event_id());
                     republished += 1;
                 }
                 RecordKind::Malformed(_) => unreachable!(),
@@ -182,7 +181,8 @@ mod tests {
             Workload::with_ids(4, run, 0.3, IdKind::Random)
                 .find_map(event_of)
                 .unwrap()
-                .event_id
+                .event_id()
+                .to_owned()
         };
         assert_eq!(first("a"), first("a"));
         assert_ne!(first("a"), first("b"));
@@ -195,8 +195,8 @@ mod tests {
                 .take(2_000)
                 .filter_map(event_of)
                 .map(|e| {
-                    let seq = e.event_id.rsplit('-').next().unwrap().to_owned();
-                    (seq, e.ticket_id.to_string(), e.to_status.to_string())
+                    let seq = e.event_id().rsplit('-').next().unwrap().to_owned();
+                    (seq, e.ticket_id().to_string(), e.to_status().to_string())
                 })
                 .collect()
         };
@@ -206,7 +206,7 @@ mod tests {
             Workload::new(3, "first", 0.1)
                 .take(10)
                 .filter_map(event_of)
-                .all(|e| e.event_id.starts_with(&prefix))
+                .all(|e| e.event_id().starts_with(&prefix))
         );
     }
 }

@@ -23,8 +23,8 @@ const POLL: Duration = Duration::from_millis(200);
 /// The event ids of the story, which count among the run's events.
 pub fn event_ids() -> [String; 2] {
     [
-        event_900().event_id.to_string(),
-        event_901().event_id.to_string(),
+        event_900().event_id().to_string(),
+        event_901().event_id().to_string(),
     ]
 }
 
@@ -37,7 +37,7 @@ pub async fn play(publisher: &Publisher, app: &AppHandle) -> Result<(), DemoErro
     publish(publisher, &second, false, "published").await?;
     let progress = wait_until_stored(app).await?;
     println!("   history_events for ticket-42, by changed_at:");
-    for row in ticket_history(&app.pool, &first.ticket_id)
+    for row in ticket_history(&app.pool, first.ticket_id())
         .await
         .map_err(DemoError::Inbox)?
     {
@@ -68,14 +68,14 @@ async fn publish(
     let record = PlannedRecord::event(event.clone(), republish);
     let landed = publisher.publish(std::slice::from_ref(&record)).await;
     let Some(Some(at)) = landed.first() else {
-        return Err(DemoError::Publish(event.event_id.to_string()));
+        return Err(DemoError::Publish(event.event_id().to_string()));
     };
     println!(
         "   {what:<11} {} ({} {} -> {} at {}): partition {}, offset {}",
-        event.event_id,
-        event.ticket_id,
-        event.from_status,
-        event.to_status,
+        event.event_id(),
+        event.ticket_id(),
+        event.from_status(),
+        event.to_status(),
         event.changed_at.format("%H:%M"),
         at.partition,
         at.offset

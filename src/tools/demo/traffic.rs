@@ -83,7 +83,7 @@ impl PlannedRecord {
     /// The record of a well-formed event.
     pub fn event(event: TicketEvent, republish: bool) -> PlannedRecord {
         let payload = event.to_json().into_bytes();
-        let key = event.ticket_id.to_string();
+        let key = event.ticket_id().to_string();
         let kind = if republish {
             RecordKind::Republish(event)
         } else {
@@ -189,7 +189,7 @@ impl<R: Rng> Generator<R> {
         let ticket = &mut self.tickets[pick];
         ticket.status = next_statuses(ticket.status)
             .iter()
-            .find(|s| **s == &*event.to_status)
+            .find(|s| **s == event.to_status())
             .copied()
             .unwrap_or("open");
         ticket.clock = event.changed_at;
@@ -205,13 +205,13 @@ impl<R: Rng> Generator<R> {
         let choices = next_statuses(self.tickets[pick].status);
         let to = choices[self.rng.random_range(0..choices.len())];
         let ticket = &self.tickets[pick];
-        let event = TicketEvent {
-            event_id: format!("{}{seq}", event_id_prefix(&self.run_id)).into(),
-            ticket_id: ticket.id.as_str().into(),
-            from_status: ticket.status.into(),
-            to_status: to.into(),
-            changed_at: ticket.clock + step,
-        };
+        let event = TicketEvent::new(
+            &format!("{}{seq}", event_id_prefix(&self.run_id)),
+            ticket.id.as_str(),
+            ticket.status,
+            to,
+            ticket.clock + step,
+        );
         (pick, event)
     }
 
@@ -235,7 +235,7 @@ impl<R: Rng> Generator<R> {
             }
         };
         PlannedRecord {
-            key: event.ticket_id.to_string(),
+            key: event.ticket_id().to_string(),
             payload,
             kind: RecordKind::Malformed(how),
         }
@@ -324,9 +324,13 @@ mod tests {
             if let RecordKind::Fresh(event) = &record.kind {
                 let parsed = TicketEvent::parse(&record.payload, usize::MAX).expect("valid");
                 assert_eq!(&parsed, event);
-                assert_eq!(record.key, *event.ticket_id);
-                assert!(event.event_id.starts_with("evt-run1-"));
-                assert!(ids.insert(event.event_id.clone()), "{}", event.event_id);
+                assert_eq!(record.key, event.ticket_id());
+                assert!(event.event_id().starts_with("evt-run1-"));
+                assert!(
+                    ids.insert(event.event_id().to_owned()),
+                    "{}",
+                    event.event_id()
+                );
             }
         }
     }
@@ -373,12 +377,12 @@ mod tests {
             let RecordKind::Fresh(event) = &record.kind else {
                 continue;
             };
-            if let Some(previous) = last.get(&*event.ticket_id) {
-                assert_eq!(previous.to_status, event.from_status);
+            if let Some(previous) = last.get(event.ticket_id()) {
+                assert_eq!(previous.to_status(), event.from_status());
                 assert!(previous.changed_at < event.changed_at);
             }
-            assert!(next_statuses(&event.from_status).contains(&&*event.to_status));
-            last.insert(event.ticket_id.to_string(), event.clone());
+            assert!(next_statuses(event.from_status()).contains(&event.to_status()));
+            last.insert(event.ticket_id().to_string(), event.clone());
         }
     }
 
