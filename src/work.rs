@@ -453,18 +453,3 @@ fn warn_conflict(event: &TicketEvent, origin: Origin) {
         "event id republished with a different payload (producer bug); the first one stays"
     );
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::actors::partition::schedule::Unresolved;
-
-    /// A partition that cannot reach the database keeps one boxed entry per record it holds
-    /// (64 partitions of a backlog: hundreds of thousands of them). At most 256 bytes, the
-    /// entry takes jemalloc's 256-byte size class, not the 320-byte one it took when the
-    /// event's four fields were four shared strings of 32 bytes each.
-    #[test]
-    fn a_backlog_entry_fits_the_256_byte_size_class() {
-        assert!(std::mem::size_of::<Unresolved<Work>>() <= 256);
-    }
-}

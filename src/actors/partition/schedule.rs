@@ -516,6 +516,15 @@ mod tests {
 
     const LINGER: Duration = Duration::from_millis(2);
 
+    /// A partition that cannot reach the database keeps one boxed entry per record it holds
+    /// (64 partitions of a backlog: tens of thousands of them). At most 256 bytes, the entry
+    /// takes jemalloc's 256-byte size class, not the 320-byte one it took when the event's
+    /// four fields were four shared strings of 32 bytes each.
+    #[test]
+    fn a_backlog_entry_of_the_service_fits_the_256_byte_size_class() {
+        assert!(std::mem::size_of::<Unresolved<crate::work::Work>>() <= 256);
+    }
+
     fn limits(window: usize, batch_size: usize, max_unresolved: usize) -> Limits {
         Limits {
             window,
