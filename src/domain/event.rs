@@ -41,8 +41,10 @@ pub struct TicketEvent {
     pub changed_at: DateTime<Utc>,
 }
 
-/// Where each text field lies in [`TicketEvent::text`], in the order `event_id`, `ticket_id`,
-/// `from_status`, `to_status`. Invariant: every span lies within the text and on UTF-8
+/// The text fields' names, in the order [`Spans`] keeps them.
+const FIELD_NAMES: [&str; 4] = ["event_id", "ticket_id", "from_status", "to_status"];
+
+/// Where each text field lies in [`TicketEvent::text`], in [`FIELD_NAMES`]' order. Invariant: every span lies within the text and on UTF-8
 /// character boundaries of it (each is made from a `&str` inside it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Spans([Span; 4]);
@@ -62,7 +64,11 @@ impl TicketEvent {
         to_status: &str,
         changed_at: DateTime<Utc>,
     ) -> TicketEvent {
-        let fields = [event_id, ticket_id, from_status, to_status];
+        TicketEvent::of_fields([event_id, ticket_id, from_status, to_status], changed_at)
+    }
+
+    /// An event of `fields` (in [`FIELD_NAMES`]' order), its text in a buffer of its own.
+    fn of_fields(fields: [&str; 4], changed_at: DateTime<Utc>) -> TicketEvent {
         let mut text = Vec::with_capacity(fields.iter().map(|f| f.len()).sum());
         let mut spans = [Span { start: 0, len: 0 }; 4];
         for (span, field) in spans.iter_mut().zip(fields) {
@@ -87,7 +93,9 @@ impl TicketEvent {
         changed_at: DateTime<Utc>,
     ) -> Option<TicketEvent> {
         let range = payload.as_ptr_range();
-        u32::try_from(payload.len()).ok()?;
+        if u32::try_from(payload.len()).is_err() {
+            return None;
+        }
         let mut spans = [Span { start: 0, len: 0 }; 4];
         for (span, field) in spans.iter_mut().zip(fields) {
             let bytes = field.as_bytes().as_ptr_range();
@@ -130,48 +138,36 @@ impl TicketEvent {
         self.field(3)
     }
 
-    /// The same event under another id (a benchmark's or a test's copy).
-    pub fn with_event_id(&self, event_id: &str) -> TicketEvent {
-        TicketEvent::new(
-            event_id,
-            self.ticket_id(),
-            self.from_status(),
-            self.to_status(),
-            self.changed_at,
-        )
+    /// The four text fields, in [`FIELD_NAMES`]' order.
+    fn fields(&self) -> [&str; 4] {
+        [0, 1, 2, 3].map(|i| self.field(i))
     }
 
-    /// The same event with another `to_status` (a test's conflicting copy).
-    pub fn with_to_status(&self, to_status: &str) -> TicketEvent {
-        TicketEvent::new(
-            self.event_id(),
-            self.ticket_id(),
-            self.from_status(),
-            to_status,
-            self.changed_at,
-        )
+    /// The same event with field `i` (of [`FIELD_NAMES`]) replaced by `text`.
+    fn with_field(&self, i: usize, text: &str) -> TicketEvent {
+        let mut fields = self.fields();
+        fields[i] = text;
+        TicketEvent::of_fields(fields, self.changed_at)
+    }
+
+    /// The same event under another id (a benchmark's or a test's copy).
+    pub fn with_event_id(&self, event_id: &str) -> TicketEvent {
+        self.with_field(0, event_id)
     }
 
     /// The same event for another ticket (a test's conflicting copy).
     pub fn with_ticket_id(&self, ticket_id: &str) -> TicketEvent {
-        TicketEvent::new(
-            self.event_id(),
-            ticket_id,
-            self.from_status(),
-            self.to_status(),
-            self.changed_at,
-        )
+        self.with_field(1, ticket_id)
     }
 
     /// The same event with another `from_status` (a test's conflicting copy).
     pub fn with_from_status(&self, from_status: &str) -> TicketEvent {
-        TicketEvent::new(
-            self.event_id(),
-            self.ticket_id(),
-            from_status,
-            self.to_status(),
-            self.changed_at,
-        )
+        self.with_field(2, from_status)
+    }
+
+    /// The same event with another `to_status` (a test's conflicting copy).
+    pub fn with_to_status(&self, to_status: &str) -> TicketEvent {
+        self.with_field(3, to_status)
     }
 
     /// Whether the text fields share `payload`'s bytes.
@@ -188,7 +184,7 @@ fn to_u32(n: usize) -> u32 {
 
 impl PartialEq for TicketEvent {
     fn eq(&self, other: &TicketEvent) -> bool {
-        (0..4).all(|i| self.field(i) == other.field(i)) && self.changed_at == other.changed_at
+        self.fields() == other.fields() && self.changed_at == other.changed_at
     }
 }
 
@@ -196,13 +192,11 @@ impl Eq for TicketEvent {}
 
 impl std::fmt::Debug for TicketEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TicketEvent")
-            .field("event_id", &self.event_id())
-            .field("ticket_id", &self.ticket_id())
-            .field("from_status", &self.from_status())
-            .field("to_status", &self.to_status())
-            .field("changed_at", &self.changed_at)
-            .finish()
+        let mut event = f.debug_struct("TicketEvent");
+        for (name, text) in FIELD_NAMES.into_iter().zip(self.fields()) {
+            event.field(name, &text);
+        }
+        event.field("changed_at", &self.changed_at).finish()
     }
 }
 
@@ -210,10 +204,9 @@ impl Serialize for TicketEvent {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let mut event = serializer.serialize_struct("TicketEvent", 5)?;
-        event.serialize_field("event_id", self.event_id())?;
-        event.serialize_field("ticket_id", self.ticket_id())?;
-        event.serialize_field("from_status", self.from_status())?;
-        event.serialize_field("to_status", self.to_status())?;
+        for (name, text) in FIELD_NAMES.into_iter().zip(self.fields()) {
+            event.serialize_field(name, text)?;
+        }
         event.serialize_field("changed_at", &self.changed_at)?;
         event.end()
     }
@@ -428,17 +421,17 @@ fn too_large(bytes: &[u8], max_bytes: usize) -> Rejection {
 impl Wire<'_> {
     /// The event these fields (read from `payload`) make, or why they make none.
     fn event(self, payload: &Bytes) -> Result<TicketEvent, Rejection> {
-        let text = bounded_text;
-        let event_id = text(
+        let event_id = bounded_text(
             "event_id",
             self.event_id,
             MAX_EVENT_ID_CHARS,
             RejectReason::OversizedId,
         )?;
         let oversized = RejectReason::OversizedField;
-        let ticket_id = text("ticket_id", self.ticket_id, MAX_TICKET_ID_CHARS, oversized)?;
-        let from_status = text("from_status", self.from_status, MAX_STATUS_CHARS, oversized)?;
-        let to_status = text("to_status", self.to_status, MAX_STATUS_CHARS, oversized)?;
+        let ticket_id = bounded_text("ticket_id", self.ticket_id, MAX_TICKET_ID_CHARS, oversized)?;
+        let from_status =
+            bounded_text("from_status", self.from_status, MAX_STATUS_CHARS, oversized)?;
+        let to_status = bounded_text("to_status", self.to_status, MAX_STATUS_CHARS, oversized)?;
         let changed_at_text = required_text("changed_at", self.changed_at)?;
         let changed_at = match timestamp::utc(&changed_at_text) {
             Some(at) => at,
@@ -464,10 +457,7 @@ impl Wire<'_> {
         Ok(borrowed
             .then(|| TicketEvent::within(payload, fields, changed_at))
             .flatten()
-            .unwrap_or_else(|| {
-                let [event_id, ticket_id, from_status, to_status] = fields;
-                TicketEvent::new(event_id, ticket_id, from_status, to_status, changed_at)
-            }))
+            .unwrap_or_else(|| TicketEvent::of_fields(fields, changed_at)))
     }
 }
 

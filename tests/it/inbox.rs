@@ -172,8 +172,7 @@ async fn a_failed_history_insert_leaves_no_marker_behind() {
     let db = test_database().await;
     let mut repo = PgInbox::new(db.pool.clone());
     // A ticket id the column cannot take makes step 2 fail inside the transaction.
-    let mut broken = event_900();
-    broken = broken.with_ticket_id("nul\0byte");
+    let broken = event_900().with_ticket_id("nul\0byte");
     let processed = process_history_once(&mut repo, &broken, AT_7).await;
     assert_eq!(processed.outcome(), Outcome::Unknown);
     assert_eq!(rows_for(&db, "event-ticket-900").await, (0, 0));
@@ -315,8 +314,7 @@ async fn duplicates_are_classified_by_where_they_were_first_seen_and_by_payload(
         DuplicateCause::Republish,
         "another offset, same payload: the outbox published twice"
     );
-    let mut changed = event_900();
-    changed = changed.with_to_status("closed");
+    let changed = event_900().with_to_status("closed");
     assert_eq!(
         classify(&db.pool, &changed, AT_8).await.unwrap(),
         DuplicateCause::Conflicting,
@@ -334,10 +332,8 @@ async fn many_duplicates_classified_at_once_keep_their_own_causes_in_order() {
     let db = test_database().await;
     let mut repo = PgInbox::new(db.pool.clone());
     process_history_once(&mut repo, &event_900(), AT_7).await;
-    let mut changed = event_900();
-    changed = changed.with_to_status("closed");
-    let mut unknown = event_900();
-    unknown = unknown.with_event_id("event-never-stored");
+    let changed = event_900().with_to_status("closed");
+    let unknown = event_900().with_event_id("event-never-stored");
 
     let causes = classify_many(
         &db.pool,

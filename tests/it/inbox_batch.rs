@@ -153,8 +153,7 @@ async fn a_batch_mixing_new_and_stored_events_is_applied_or_already_applied_per_
 async fn the_same_event_id_twice_in_a_batch_is_applied_once_then_already_applied() {
     let db = test_database().await;
     let first = event(7);
-    let mut second = event(7);
-    second = second.with_to_status("closed");
+    let second = event(7).with_to_status("closed");
     let items = [
         BatchItem::Event {
             event: &first,
@@ -250,9 +249,8 @@ async fn a_dead_letter_without_key_or_payload_is_stored_with_nulls() {
 async fn a_failing_statement_fails_the_whole_batch_and_stores_nothing_of_it() {
     let db = test_database_with(1).await;
     let good: Vec<TicketEvent> = (0..3).map(event).collect();
-    let mut broken = event(9);
     // PostgreSQL text cannot hold NUL: the history insert fails after the markers went in.
-    broken = broken.with_ticket_id("nul\u{0}byte");
+    let broken = event(9).with_ticket_id("nul\u{0}byte");
     let letter = dead_letter(8);
     let mut items = events_at(&good, 0);
     items.push(BatchItem::DeadLetter(&letter));
@@ -284,8 +282,7 @@ async fn a_failed_commit_is_an_error_and_stores_nothing_of_the_batch() {
         .refusing("NEW.ticket_id = 'refused'", "'refused at commit'")
         .install(&db)
         .await;
-    let mut refused = event(2);
-    refused = refused.with_ticket_id("refused");
+    let refused = event(2).with_ticket_id("refused");
     let events = [event(1), refused];
     let letter = dead_letter(5);
     let mut items = events_at(&events, 0);
@@ -520,8 +517,7 @@ async fn causes_of(
 async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_batch_or_stored() {
     let db = test_database().await;
     let (old, new) = (event(1), event(2));
-    let mut conflicting = new.clone();
-    conflicting = conflicting.with_to_status("closed");
+    let conflicting = new.with_to_status("closed");
     process_batch(&db.pool, &events_at(std::slice::from_ref(&old), 10))
         .await
         .unwrap();

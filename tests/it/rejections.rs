@@ -48,9 +48,8 @@ async fn process(db: &TestDb, event: &TicketEvent) -> PgInboxError {
 #[tokio::test]
 async fn the_incidents_long_ticket_id_is_an_index_limit_that_rejects_the_row_at_its_insert() {
     let db = test_database().await;
-    let mut event = event_900();
     // Past validation on purpose: the database's own verdict on the incident's record.
-    event = event.with_ticket_id(&incompressible(1000));
+    let event = event_900().with_ticket_id(&incompressible(1000));
     let error = process(&db, &event).await;
     assert_eq!(error.step(), Some(Step::InsertHistory));
     assert_eq!(error.sqlstate(), Some("54000"));
