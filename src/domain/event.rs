@@ -390,11 +390,49 @@ impl TicketEvent {
             return Err(too_large(bytes, max_bytes));
         }
         let wire = match scan::scan(bytes) {
-            Some(wire) => wire,
+            Some(scanned) => {
+                if let Some(event) = scanned
+                    .texts()
+                    .and_then(|texts| TicketEvent::of_plain_texts(payload, texts))
+                {
+                    return Ok(event);
+                }
+                scanned.wire()
+            }
             None => serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?,
         };
 
         wire.event(payload)
+    }
+
+    /// The event of five strings the scan found in `payload`, if they pass every check without
+    /// a look at their characters: each text field starts with a printable ASCII character
+    /// (so it is not blank) and has no more bytes than its bound has characters, and
+    /// `changed_at` has the common shape. Nearly every record is such; any other is left to
+    /// [`Wire::event`], which gives the same event or says why there is none.
+    fn of_plain_texts(payload: &Bytes, texts: [scan::Text<'_>; 5]) -> Option<TicketEvent> {
+        let [event_id, ticket_id, from_status, to_status, changed_at] = texts;
+        let plain = |field: &scan::Text<'_>, max_chars: usize| {
+            field.text.len() <= max_chars
+                && matches!(field.text.as_bytes().first(), Some(0x21..=0x7e))
+        };
+        let checked = plain(&event_id, MAX_EVENT_ID_CHARS)
+            && plain(&ticket_id, MAX_TICKET_ID_CHARS)
+            && plain(&from_status, MAX_STATUS_CHARS)
+            && plain(&to_status, MAX_STATUS_CHARS);
+        if !checked {
+            return None;
+        }
+        Some(TicketEvent {
+            text: payload.clone(),
+            spans: Spans([
+                event_id.span,
+                ticket_id.span,
+                from_status.span,
+                to_status.span,
+            ]),
+            changed_at: timestamp::utc(changed_at.text)?,
+        })
     }
 
     /// The canonical JSON encoding of this event (what a well-behaved producer sends).
@@ -909,6 +947,24 @@ mod tests {
         ] {
             assert!(scan::scan(text.as_bytes()).is_some(), "{text}");
         }
+        // The short way: five plain strings make the event straight from their spans.
+        let payload = Bytes::from_static(STORY_900.as_bytes());
+        let texts = scan::scan(&payload)
+            .and_then(|scanned| scanned.texts())
+            .unwrap();
+        assert_eq!(
+            TicketEvent::of_plain_texts(&payload, texts),
+            Some(event.clone())
+        );
+        for blank in [" open", "", "\u{a0}open"] {
+            let text = STORY_900.replace("\"open\"", &format!("\"{blank}\""));
+            let payload = Bytes::from(text);
+            let texts = scan::scan(&payload).and_then(|scanned| scanned.texts());
+            assert!(
+                texts.is_none_or(|texts| TicketEvent::of_plain_texts(&payload, texts).is_none()),
+                "{blank:?}"
+            );
+        }
         for text in [
             &STORY_900.replace("ticket-42", "ticket-\\u0034"),
             &STORY_900.replace('}', r#","schema":2}"#),
@@ -927,9 +983,40 @@ mod tests {
                 let parsed: Wire = serde_json::from_slice(&bytes).map_err(|e| {
                     TestCaseError::fail(format!("scanned, serde says {e}"))
                 })?;
-                prop_assert_eq!(fields(&scanned), fields(&parsed));
+                prop_assert_eq!(fields(&scanned.wire()), fields(&parsed));
             }
             prop_assert_eq!(TicketEvent::parse(&bytes, LIMIT), parse_through_values(&bytes, LIMIT));
+        }
+
+        #[test]
+        fn texts_near_the_short_ways_checks_parse_as_values_did(
+            texts in prop::array::uniform4(prop_oneof![
+                "[ -~]{0,3}",
+                " [!-~]{0,3}",
+                "[!-~]{62,66}",
+                "[!-~]{198,202}",
+                "[é\u{a0}x]{1,3}",
+                "\u{3000}",
+            ]),
+            changed_at in prop_oneof![
+                Just("2026-10-03T08:00:00Z"),
+                Just("2026-10-03T08:00:00.5Z"),
+                Just("2026-10-03T10:00:00+02:00"),
+                Just("2026-02-30T08:00:00Z"),
+                Just(" "),
+            ],
+        ) {
+            let [event_id, ticket_id, from_status, to_status] = texts;
+            let bytes = serde_json::json!({
+                "event_id": event_id,
+                "ticket_id": ticket_id,
+                "from_status": from_status,
+                "to_status": to_status,
+                "changed_at": changed_at,
+            })
+            .to_string();
+            let bytes = bytes.as_bytes();
+            prop_assert_eq!(TicketEvent::parse(bytes, LIMIT), parse_through_values(bytes, LIMIT));
         }
 
         #[test]

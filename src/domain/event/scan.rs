@@ -9,15 +9,76 @@
 
 use std::borrow::Cow;
 
-use super::{Field, Wire};
+use super::{Field, Span, Wire};
+
+/// What the scan read: where each of the five fields' values lies in the record, if present.
+pub(super) struct Scanned<'a> {
+    bytes: &'a [u8],
+    /// In [`Key`]'s order.
+    values: [Option<Value>; 5],
+}
+
+/// A value the scan read: `null`, or a string (UTF-8, without escapes) at a span of the bytes.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Null,
+    Text(Span),
+}
+
+/// A string field the scan read: its text, and where it lies in the record.
+pub(super) struct Text<'a> {
+    pub text: &'a str,
+    pub span: Span,
+}
+
+impl<'a> Scanned<'a> {
+    fn text(&self, span: Span) -> &'a str {
+        let bytes = &self.bytes[span.start as usize..(span.start + span.len) as usize];
+        // SAFETY: the scan made each span of a string it found to be UTF-8 (see `string`).
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+
+    /// The five fields in [`Key`]'s order, if every one is a string: the common case.
+    pub(super) fn texts(&self) -> Option<[Text<'a>; 5]> {
+        let text = |value: Option<Value>| match value? {
+            Value::Text(span) => Some(Text {
+                text: self.text(span),
+                span,
+            }),
+            Value::Null => None,
+        };
+        let [a, b, c, d, e] = self.values;
+        Some([text(a)?, text(b)?, text(c)?, text(d)?, text(e)?])
+    }
+
+    /// The fields as serde would have read them, borrowed from the record.
+    pub(super) fn wire(&self) -> Wire<'a> {
+        let field = |value: Option<Value>| {
+            value.map(|value| match value {
+                Value::Null => Field::Null,
+                Value::Text(span) => Field::Text(Cow::Borrowed(self.text(span))),
+            })
+        };
+        let [event_id, ticket_id, from_status, to_status, changed_at] = self.values;
+        Wire {
+            event_id: field(event_id),
+            ticket_id: field(ticket_id),
+            from_status: field(from_status),
+            to_status: field(to_status),
+            changed_at: field(changed_at),
+        }
+    }
+}
 
 /// The record's fields, if its bytes have the common shape.
-pub(super) fn scan(bytes: &[u8]) -> Option<Wire<'_>> {
-    let mut wire = Wire::default();
+pub(super) fn scan(bytes: &[u8]) -> Option<Scanned<'_>> {
+    // Spans are 32-bit; a record that long is serde's.
+    u32::try_from(bytes.len()).ok()?;
+    let mut values = [None; 5];
     let mut at = expect(bytes, skip_whitespace(bytes, 0), b'{')?;
     at = skip_whitespace(bytes, at);
     if bytes.get(at) == Some(&b'}') {
-        return end(bytes, at + 1).then_some(wire);
+        return end(bytes, at + 1).then_some(Scanned { bytes, values });
     }
     loop {
         let (key, after_key) = key(bytes, expect(bytes, at, b'"')?)?;
@@ -25,23 +86,17 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Wire<'_>> {
         at = skip_whitespace(bytes, at);
         let value = match bytes.get(at)? {
             b'"' => {
-                let (text, after) = string(bytes, at + 1)?;
+                let (span, after) = string(bytes, at + 1)?;
                 at = after;
-                Field::Text(Cow::Borrowed(text))
+                Value::Text(span)
             }
             b'n' if bytes[at..].starts_with(b"null") => {
                 at += 4;
-                Field::Null
+                Value::Null
             }
             _ => return None,
         };
-        let slot = match key {
-            Key::EventId => &mut wire.event_id,
-            Key::TicketId => &mut wire.ticket_id,
-            Key::FromStatus => &mut wire.from_status,
-            Key::ToStatus => &mut wire.to_status,
-            Key::ChangedAt => &mut wire.changed_at,
-        };
+        let slot = &mut values[key as usize];
         if slot.is_some() {
             return None;
         }
@@ -49,7 +104,7 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Wire<'_>> {
         at = skip_whitespace(bytes, at);
         match bytes.get(at)? {
             b',' => at = skip_whitespace(bytes, at + 1),
-            b'}' => return end(bytes, at + 1).then_some(wire),
+            b'}' => return end(bytes, at + 1).then_some(Scanned { bytes, values }),
             _ => return None,
         }
     }
@@ -58,11 +113,11 @@ pub(super) fn scan(bytes: &[u8]) -> Option<Wire<'_>> {
 /// One of the five fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Key {
-    EventId,
-    TicketId,
-    FromStatus,
-    ToStatus,
-    ChangedAt,
+    EventId = 0,
+    TicketId = 1,
+    FromStatus = 2,
+    ToStatus = 3,
+    ChangedAt = 4,
 }
 
 /// The field named by the key whose opening quote is just before `at`, and the position after
@@ -70,15 +125,21 @@ enum Key {
 /// written as plain ASCII are taken (an escape in a key is serde's business).
 fn key(bytes: &[u8], at: usize) -> Option<(Key, usize)> {
     let rest = bytes.get(at..)?;
-    let (name, key): (&[u8], Key) = match rest.first()? {
-        b'e' => (b"event_id\"", Key::EventId),
-        b't' if rest.get(1) == Some(&b'i') => (b"ticket_id\"", Key::TicketId),
-        b't' => (b"to_status\"", Key::ToStatus),
-        b'f' => (b"from_status\"", Key::FromStatus),
-        b'c' => (b"changed_at\"", Key::ChangedAt),
+    let (key, len) = match rest.first()? {
+        b'e' if is(rest, b"event_id\"") => (Key::EventId, 9),
+        b't' if is(rest, b"ticket_id\"") => (Key::TicketId, 10),
+        b't' if is(rest, b"to_status\"") => (Key::ToStatus, 10),
+        b'f' if is(rest, b"from_status\"") => (Key::FromStatus, 12),
+        b'c' if is(rest, b"changed_at\"") => (Key::ChangedAt, 11),
         _ => return None,
     };
-    rest.starts_with(name).then_some((key, at + name.len()))
+    Some((key, at + len))
+}
+
+/// Whether `rest` starts with `name`: an array compare, which the compiler makes a few word
+/// compares instead of a call to `memcmp`.
+fn is<const N: usize>(rest: &[u8], name: &[u8; N]) -> bool {
+    rest.first_chunk::<N>() == Some(name)
 }
 
 /// The position after `byte`, if it is the one at `at`.
@@ -133,16 +194,20 @@ fn first_to_look_at(word: u64) -> Option<usize> {
     (marks != 0).then(|| marks.trailing_zeros() as usize / 8)
 }
 
-/// As [`string_bytes`], the bytes as text; `None` also when they are not UTF-8.
-fn string(bytes: &[u8], start: usize) -> Option<(&str, usize)> {
+/// As [`string_bytes`], where the string lies, if it is UTF-8, and the position after its
+/// closing quote.
+fn string(bytes: &[u8], start: usize) -> Option<(Span, usize)> {
     let (text, ascii, after) = string_bytes(bytes, start)?;
-    let text = if ascii {
-        // SAFETY: every byte is below 0x80, and ASCII is UTF-8.
-        unsafe { std::str::from_utf8_unchecked(text) }
-    } else {
-        std::str::from_utf8(text).ok()?
+    // ASCII is UTF-8; other bytes are checked.
+    if !ascii {
+        std::str::from_utf8(text).ok()?;
+    }
+    // Within `bytes`, whose length fits in 32 bits (checked by `scan`).
+    let span = Span {
+        start: start as u32,
+        len: text.len() as u32,
     };
-    Some((text, after))
+    Some((span, after))
 }
 
 /// The first position from `at` that is not JSON whitespace.
