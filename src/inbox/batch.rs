@@ -18,6 +18,8 @@
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
+use futures::TryStreamExt;
+use tokio_postgres::types::ToSql;
 
 use super::session::Session;
 
@@ -25,6 +27,7 @@ use super::contract::Origin;
 use super::dead_letters;
 use super::sqlstate::Step;
 use super::statements::{SAVE_HISTORY, TRY_INBOX};
+use super::text_values::{Text, TextBytes};
 use super::{MarkersHeld, PgInboxError};
 use crate::domain::DeadLetter;
 use crate::domain::{Outcome, TicketEvent};
@@ -171,10 +174,11 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
     }
 }
 
-/// Where `event_id` is in the planned events (sorted by id, each id once).
-fn position(events: &[(&TicketEvent, Origin)], event_id: &str) -> Option<usize> {
+/// Where `event_id` (UTF-8 bytes) is in the planned events (sorted by id, each id once; text
+/// sorts as its UTF-8 bytes do).
+fn position(events: &[(&TicketEvent, Origin)], event_id: &[u8]) -> Option<usize> {
     events
-        .binary_search_by(|(event, _)| event.event_id().cmp(event_id))
+        .binary_search_by(|(event, _)| event.event_id().as_bytes().cmp(event_id))
         .ok()
 }
 
@@ -188,9 +192,9 @@ struct Returned<'p, 'a> {
 }
 
 impl Returned<'_, '_> {
-    fn position(&mut self, event_id: &str) -> Option<usize> {
+    fn position(&mut self, event_id: &[u8]) -> Option<usize> {
         let found = match self.events.get(self.next) {
-            Some((event, _)) if event.event_id() == event_id => self.next,
+            Some((event, _)) if event.event_id().as_bytes() == event_id => self.next,
             _ => position(self.events, event_id)?,
         };
         self.next = found + 1;
@@ -208,29 +212,40 @@ async fn write(
 ) -> Result<Vec<bool>, PgInboxError> {
     let mut inserted = vec![false; events.len()];
     if !events.is_empty() {
-        let ids: Vec<&str> = events.iter().map(|(e, _)| e.event_id()).collect();
+        let ids: Vec<Text> = events.iter().map(|(e, _)| Text(e.event_id())).collect();
         let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
         let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
         let failed = PgInboxError::at(Step::InsertMarker);
         let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
         let mut returned = Returned { events, next: 0 };
-        let rows = client
-            .query(&statement, &[&ids, &partitions, &offsets])
-            .await;
+        // Row by row as they come, not collected first.
+        let params: [&(dyn ToSql + Sync); 3] = [&ids, &partitions, &offsets];
+        let rows = client.query_raw(&statement, params).await;
         held.say();
-        for row in rows.map_err(PgInboxError::at(Step::InsertMarker))? {
-            if let Some(i) = returned.position(row.get::<_, &str>(0)) {
+        let rows = rows.map_err(PgInboxError::at(Step::InsertMarker))?;
+        futures::pin_mut!(rows);
+        while let Some(row) = rows
+            .try_next()
+            .await
+            .map_err(PgInboxError::at(Step::InsertMarker))?
+        {
+            let TextBytes(id) = row
+                .try_get(0)
+                .map_err(PgInboxError::at(Step::InsertMarker))?;
+            if let Some(i) = returned.position(id) {
                 inserted[i] = true;
             }
         }
     }
 
-    let fresh: Vec<&TicketEvent> = events
-        .iter()
-        .zip(&inserted)
-        .filter(|(_, inserted)| **inserted)
-        .map(|((event, _), _)| *event)
-        .collect();
+    let mut fresh: Vec<&TicketEvent> = Vec::with_capacity(events.len());
+    fresh.extend(
+        events
+            .iter()
+            .zip(&inserted)
+            .filter(|(_, inserted)| **inserted)
+            .map(|((event, _), _)| *event),
+    );
     if !fresh.is_empty() {
         save_history(client, &fresh).await?;
     }
@@ -246,10 +261,10 @@ pub(super) async fn save_history(
     client: &Object,
     events: &[&TicketEvent],
 ) -> Result<(), PgInboxError> {
-    let ids: Vec<&str> = events.iter().map(|e| e.event_id()).collect();
-    let tickets: Vec<&str> = events.iter().map(|e| e.ticket_id()).collect();
-    let from: Vec<&str> = events.iter().map(|e| e.from_status()).collect();
-    let to: Vec<&str> = events.iter().map(|e| e.to_status()).collect();
+    let ids: Vec<Text> = events.iter().map(|e| Text(e.event_id())).collect();
+    let tickets: Vec<Text> = events.iter().map(|e| Text(e.ticket_id())).collect();
+    let from: Vec<Text> = events.iter().map(|e| Text(e.from_status())).collect();
+    let to: Vec<Text> = events.iter().map(|e| Text(e.to_status())).collect();
     let changed_at: Vec<DateTime<Utc>> = events.iter().map(|e| e.changed_at).collect();
     let failed = PgInboxError::at(Step::InsertHistory);
     let statement = client.prepare_cached(SAVE_HISTORY).await.map_err(failed)?;
@@ -306,8 +321,8 @@ mod tests {
             .collect();
         assert_eq!(planned, [("a", 2), ("b", 1)]);
         assert!(letters.is_empty());
-        assert_eq!(position(&events, "b"), Some(1));
-        assert_eq!(position(&events, "c"), None);
+        assert_eq!(position(&events, b"b"), Some(1));
+        assert_eq!(position(&events, b"c"), None);
     }
 
     #[test]
@@ -359,11 +374,11 @@ mod tests {
             let planned: Vec<(&TicketEvent, Origin)> = events.iter().map(|e| (e, at(0))).collect();
             let mut returned = Returned { events: &planned, next: 0 };
             for &i in &asked {
-                proptest::prop_assert_eq!(returned.position(&name(i)), position(&planned, &name(i)));
+                proptest::prop_assert_eq!(returned.position(name(i).as_bytes()), position(&planned, name(i).as_bytes()));
             }
             let mut in_order = Returned { events: &planned, next: 0 };
             for (slot, &i) in ids.iter().enumerate() {
-                proptest::prop_assert_eq!(in_order.position(&name(i)), Some(slot));
+                proptest::prop_assert_eq!(in_order.position(name(i).as_bytes()), Some(slot));
             }
         }
 
@@ -386,7 +401,7 @@ mod tests {
             let searched: Vec<BatchOutcome> = events
                 .iter()
                 .map(|event| {
-                    let i = position(&plan.events, event.event_id()).unwrap();
+                    let i = position(&plan.events, event.event_id().as_bytes()).unwrap();
                     let first = !std::mem::replace(&mut seen[i], true);
                     if first && inserted[i] { BatchOutcome::Applied } else { BatchOutcome::AlreadyApplied }
                 })

@@ -18,6 +18,7 @@ pub mod selection;
 pub mod session;
 pub mod sqlstate;
 pub mod statements;
+mod text_values;
 
 pub use contract::{InboxRepository, Origin, Processed, process_history_once};
 pub use error::PgInboxError;
