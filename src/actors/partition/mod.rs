@@ -294,9 +294,11 @@ impl PartitionActor {
         self.observe(&executed);
         // Only the newest outcomes stay in `recent`: the rest of a batch is not kept.
         let kept_from = batch.len().saturating_sub(RECENT_OUTCOMES);
+        // One instant for the unit: its outcomes are accounted for together.
+        let now = Utc::now();
         for (i, ((offset, work), executed)) in batch.into_iter().zip(executed).enumerate() {
             if i >= kept_from {
-                self.remember(offset, work.event_id().map(str::to_owned), &executed);
+                self.remember(offset, work.event_id().map(str::to_owned), &executed, now);
             }
             self.finish(offset, pass, work, executed);
         }
@@ -652,7 +654,13 @@ impl PartitionActor {
         Ok(ticket)
     }
 
-    fn remember(&mut self, offset: i64, event_id: Option<String>, executed: &Executed) {
+    fn remember(
+        &mut self,
+        offset: i64,
+        event_id: Option<String>,
+        executed: &Executed,
+        at: DateTime<Utc>,
+    ) {
         if self.recent.len() == RECENT_OUTCOMES {
             self.recent.pop_back();
         }
@@ -662,7 +670,7 @@ impl PartitionActor {
             outcome: executed.outcome,
             duplicate: executed.duplicate,
             detail: executed.error.as_deref().map(str::to_owned),
-            at: Utc::now(),
+            at,
         });
     }
 
