@@ -2,16 +2,23 @@
 //! actors' outcomes, committed to Kafka periodically when it moved, and handed over as the
 //! final position when a partition is revoked. Commit failures are counted and retried on the
 //! next tick, never fatal. Messages of an earlier assignment of a partition are ignored.
+//!
+//! A partition that runs out of work does not wait for the next tick: its watermark is
+//! committed at once, or, when a commit was sent less than a tenth of the interval (at most
+//! [`EARLY_COMMIT_GAP`]) ago, once that gap has passed ([`EarlyCommits`]). So the end of a
+//! burst is committed within milliseconds instead of up to an interval later, a trickle of
+//! records costs at most ten commits a second, and a busy partition, which never runs out,
+//! commits on the ticks alone.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
 use super::messages::{
     Assignment, BacklogResolved, CommitCompleted, CommitPosition, CommitTick, GetCheckpointStatus,
-    KafkaLink, KafkaRequest, OutcomesReported, ReleaseForRewind, ReleasePartitions, SkipReported,
-    TrackPartitions,
+    KafkaLink, KafkaRequest, OutcomesReported, PartitionIdle, ReleaseForRewind, ReleasePartitions,
+    SkipReported, TrackPartitions,
 };
 use super::status::CheckpointStatus;
 use crate::metrics::Metrics;
@@ -50,11 +57,58 @@ impl Tracked {
     }
 }
 
+/// The longest gap kept between a commit and an early one (see the module docs).
+pub const EARLY_COMMIT_GAP: Duration = Duration::from_millis(100);
+
+/// When watermarks may be committed between ticks because a partition ran out of work: at
+/// once, unless a commit was sent less than `min_gap` ago, then once `min_gap` has passed since
+/// it (one such wait at a time). Pure: the actor asks it and keeps the time.
+#[derive(Debug)]
+struct EarlyCommits {
+    min_gap: Duration,
+    last_sent: Option<Instant>,
+    waiting: bool,
+}
+
+impl EarlyCommits {
+    fn new(interval: Duration) -> EarlyCommits {
+        EarlyCommits {
+            min_gap: (interval / 10).min(EARLY_COMMIT_GAP),
+            last_sent: None,
+            waiting: false,
+        }
+    }
+
+    /// A commit was sent at `at`.
+    fn sent(&mut self, at: Instant) {
+        self.last_sent = Some(at);
+    }
+
+    /// A partition ran out of work at `now`: commit after the returned wait (zero: now), or
+    /// `None` when a wait is already under way (its commit covers this partition too).
+    fn idle(&mut self, now: Instant) -> Option<Duration> {
+        if self.waiting {
+            return None;
+        }
+        let wait = self.last_sent.map_or(Duration::ZERO, |last| {
+            (last + self.min_gap).saturating_duration_since(now)
+        });
+        self.waiting = !wait.is_zero();
+        Some(wait)
+    }
+
+    /// The wait [`EarlyCommits::idle`] asked for is over.
+    fn waited(&mut self) {
+        self.waiting = false;
+    }
+}
+
 /// Keeps the watermarks and commits them through the Kafka driver thread.
 pub struct Checkpoint {
     partitions: BTreeMap<i32, Tracked>,
     kafka: KafkaLink,
     interval: Duration,
+    early: EarlyCommits,
     metrics: Metrics,
 }
 
@@ -64,7 +118,37 @@ impl Checkpoint {
             partitions: BTreeMap::new(),
             kafka,
             interval,
+            early: EarlyCommits::new(interval),
             metrics,
+        }
+    }
+
+    /// Hands the driver every watermark that moved past its last commit and is not in flight.
+    fn commit_moved(&mut self) {
+        let mut positions = Vec::new();
+        for (partition, tracked) in &mut self.partitions {
+            let Some(position) = tracked.uncommitted() else {
+                continue;
+            };
+            // The driver keeps one commit in flight and merges what queues behind it, so a
+            // position already handed over is not sent again until it is reported back.
+            if tracked.in_flight != Some(position) {
+                tracked.in_flight = Some(position);
+                positions.push(CommitPosition {
+                    assignment: Assignment {
+                        partition: *partition,
+                        generation: tracked.generation,
+                    },
+                    offset: position,
+                });
+            }
+        }
+        if positions.is_empty() {
+            return;
+        }
+        self.early.sent(Instant::now());
+        if !self.kafka.send(KafkaRequest::Commit(positions)) {
+            tracing::debug!("kafka driver gone; commit skipped");
         }
     }
 
@@ -156,26 +240,29 @@ impl Handler<CommitTick> for Checkpoint {
     type Result = ();
 
     fn handle(&mut self, _: CommitTick, _ctx: &mut Context<Self>) {
-        let mut positions = Vec::new();
-        for (partition, tracked) in &mut self.partitions {
-            let Some(position) = tracked.uncommitted() else {
-                continue;
-            };
-            // The driver keeps one commit in flight and merges what queues behind it, so a
-            // position already handed over is not sent again until it is reported back.
-            if tracked.in_flight != Some(position) {
-                tracked.in_flight = Some(position);
-                positions.push(CommitPosition {
-                    assignment: Assignment {
-                        partition: *partition,
-                        generation: tracked.generation,
-                    },
-                    offset: position,
+        self.commit_moved();
+    }
+}
+
+impl Handler<PartitionIdle> for Checkpoint {
+    type Result = ();
+
+    fn handle(&mut self, msg: PartitionIdle, ctx: &mut Context<Self>) {
+        if self
+            .tracked(msg.assignment)
+            .is_none_or(|tracked| tracked.uncommitted().is_none())
+        {
+            return;
+        }
+        match self.early.idle(Instant::now()) {
+            Some(wait) if wait.is_zero() => self.commit_moved(),
+            Some(wait) => {
+                ctx.run_later(wait, |checkpoint, _| {
+                    checkpoint.early.waited();
+                    checkpoint.commit_moved();
                 });
             }
-        }
-        if !positions.is_empty() && !self.kafka.send(KafkaRequest::Commit(positions)) {
-            tracing::debug!("kafka driver gone; commit skipped");
+            None => {}
         }
     }
 }
@@ -264,5 +351,82 @@ impl Handler<GetCheckpointStatus> for Checkpoint {
                 })
                 .collect(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INTERVAL: Duration = Duration::from_secs(1);
+    const GAP: Duration = Duration::from_millis(100);
+
+    #[test]
+    fn the_gap_is_a_tenth_of_the_interval_and_at_most_a_tenth_of_a_second() {
+        let gap = |interval| EarlyCommits::new(interval).min_gap;
+        assert_eq!(gap(Duration::from_millis(100)), Duration::from_millis(10));
+        assert_eq!(gap(INTERVAL), GAP);
+        assert_eq!(gap(Duration::from_secs(3600)), EARLY_COMMIT_GAP);
+    }
+
+    #[test]
+    fn a_partition_out_of_work_is_committed_at_once_when_nothing_was_sent_lately() {
+        let mut early = EarlyCommits::new(INTERVAL);
+        let t0 = Instant::now();
+        assert_eq!(early.idle(t0), Some(Duration::ZERO));
+        early.sent(t0);
+        assert_eq!(early.idle(t0 + GAP), Some(Duration::ZERO));
+        assert_eq!(early.idle(t0 + 5 * GAP), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn within_a_tenth_of_the_interval_of_a_commit_the_next_waits_for_the_rest_of_it() {
+        let mut early = EarlyCommits::new(INTERVAL);
+        let t0 = Instant::now();
+        early.sent(t0);
+        let wait = Duration::from_millis(70);
+        assert_eq!(early.idle(t0 + Duration::from_millis(30)), Some(wait));
+        // One wait at a time: its commit covers every partition that ran out meanwhile.
+        assert_eq!(early.idle(t0 + Duration::from_millis(50)), None);
+        early.waited();
+        early.sent(t0 + GAP);
+        assert_eq!(
+            early.idle(t0 + GAP + Duration::from_millis(1)),
+            Some(GAP - Duration::from_millis(1))
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn early_commits_are_never_closer_than_a_tenth_of_the_interval(
+            idles in proptest::collection::vec(0u64..300, 1..60),
+        ) {
+            // Partitions run out of work at these gaps (ms); a commit goes out when `idle`
+            // says so, at once or after its wait; the ticks are left out.
+            let mut early = EarlyCommits::new(INTERVAL);
+            let t0 = Instant::now();
+            let (mut now, mut sent): (Instant, Vec<Instant>) = (t0, Vec::new());
+            let mut pending: Option<Instant> = None;
+            for gap in idles {
+                now += Duration::from_millis(gap);
+                if let Some(at) = pending.filter(|at| *at <= now) {
+                    early.waited();
+                    early.sent(at);
+                    sent.push(at);
+                    pending = None;
+                }
+                match early.idle(now) {
+                    Some(wait) if wait.is_zero() => {
+                        early.sent(now);
+                        sent.push(now);
+                    }
+                    Some(wait) => pending = Some(now + wait),
+                    None => proptest::prop_assert!(pending.is_some()),
+                }
+            }
+            for pair in sent.windows(2) {
+                proptest::prop_assert!(pair[1] - pair[0] >= GAP);
+            }
+        }
     }
 }

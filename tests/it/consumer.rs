@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use history_consumer::domain::DuplicateCause;
 
-use crate::support::app::spawn_app;
-use crate::support::helpers::{test_database, wait_for};
+use crate::support::app::{spawn_app, spawn_app_with, test_settings};
+use crate::support::helpers::{test_database, unique_name, wait_for};
 use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, payload, story_900, story_901};
 
@@ -194,4 +194,31 @@ async fn a_graceful_shutdown_commits_the_final_watermark(broker: Broker) {
     let group = app.group.clone();
     app.shutdown().await;
     assert_eq!(kafka.committed(&group).await, vec![100, 100]);
+}
+
+on_both_brokers!(a_partition_that_runs_out_of_work_commits_without_waiting_for_the_tick);
+
+/// The commit interval here is an hour: only the early commit of a partition that ran out of
+/// work can bring the committed offsets to the end.
+async fn a_partition_that_runs_out_of_work_commits_without_waiting_for_the_tick(broker: Broker) {
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(broker, 2).await;
+    let mut settings = test_settings(&db.url, &kafka, &unique_name("group"));
+    settings.runtime.commit_interval = Duration::from_secs(3600);
+    let app = spawn_app_with(settings).await;
+    app.wait_assigned(2).await;
+    let producer = kafka.producer();
+    for i in 0..300 {
+        let body = payload(&format!("e{i}"), "t", "a", "b", "2026-10-03T08:00:00Z");
+        kafka.send(&producer, Some(i % 2), "k", &body).await;
+    }
+    app.wait_committed(&kafka, &[150, 150]).await;
+    assert_eq!(db.scalar("SELECT count(*) FROM history_events").await, 300);
+    // A burst later, the same: the partition ran out of work again.
+    for i in 300..310 {
+        let body = payload(&format!("e{i}"), "t", "a", "b", "2026-10-03T08:00:00Z");
+        kafka.send(&producer, Some(i % 2), "k", &body).await;
+    }
+    app.wait_committed(&kafka, &[155, 155]).await;
+    app.shutdown().await;
 }

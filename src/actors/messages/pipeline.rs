@@ -62,6 +62,14 @@ pub struct ReleasePartitions {
 #[rtype(result = "()")]
 pub struct CommitTick;
 
+/// A partition ran out of work (nothing queued, running or unresolved) after its outcomes
+/// were reported: its watermark may be committed before the next tick.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PartitionIdle {
+    pub assignment: Assignment,
+}
+
 /// Stop taking records, finish the transaction in flight, then reply (at the latest at
 /// `deadline`). The actor stops after replying.
 #[derive(Message)]

@@ -28,8 +28,8 @@ use tokio::sync::oneshot;
 use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, BacklogResolved, DeadLetterRecord, Drain, Fetched, GetPartitionStatus,
-    KafkaLink, KafkaRequest, OutcomesReported, PartitionAction, SkipOutcome, SkipRefused,
-    SkipReported, SkipTicket,
+    KafkaLink, KafkaRequest, OutcomesReported, PartitionAction, PartitionIdle, SkipOutcome,
+    SkipRefused, SkipReported, SkipTicket,
 };
 use super::status::{
     BacklogDetail, BacklogEntry, GuardStatus, OutcomeCounts, PartitionState, PartitionStatus,
@@ -88,6 +88,8 @@ pub struct PartitionActor {
     last_offset: Option<i64>,
     last_record_time: Option<DateTime<Utc>>,
     intake_stopped: bool,
+    /// Whether the schedule was idle at the end of the last `drive` (see `PartitionIdle`).
+    idle: bool,
     /// Operators waiting for the outcome of their skip, by offset. Dropped with the actor (a
     /// revoke, a live rewind), they learn that the skip never ran.
     skips: BTreeMap<i64, Vec<oneshot::Sender<SkipOutcome>>>,
@@ -133,6 +135,7 @@ impl PartitionActor {
             last_offset: None,
             last_record_time: None,
             intake_stopped: false,
+            idle: true,
             skips: BTreeMap::new(),
             failures: FailureLog::new(SUMMARY_EVERY),
             units: VecDeque::new(),
@@ -193,6 +196,15 @@ impl PartitionActor {
                 records,
             });
         }
+        // Out of work: the checkpoint may commit now instead of at its next tick (after the
+        // outcomes, which `send_reports` sent ahead of this on the same mailbox).
+        let idle = self.schedule.idle();
+        if idle && !self.idle {
+            self.deps.checkpoint.do_send(PartitionIdle {
+                assignment: self.assignment,
+            });
+        }
+        self.idle = idle;
         let stopped = self.schedule.intake_stopped();
         if stopped != self.intake_stopped {
             self.intake_stopped = stopped;

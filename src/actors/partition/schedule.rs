@@ -460,6 +460,11 @@ impl<W: Clone, Q> Schedule<W, Q> {
         self.draining && self.running.is_empty()
     }
 
+    /// Nothing queued, running or unresolved: every record received so far has its outcome.
+    pub fn idle(&self) -> bool {
+        self.queue.is_empty() && self.running.is_empty() && self.backlog.is_empty()
+    }
+
     pub fn phase(&self) -> Phase {
         if self.draining {
             Phase::Draining
