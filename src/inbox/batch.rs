@@ -218,24 +218,24 @@ async fn write(
         let failed = PgInboxError::at(Step::InsertMarker);
         let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
         let mut returned = Returned { events, next: 0 };
-        // Row by row as they come, not collected first.
+        // Row by row as they come, not collected first. The markers are held once the last
+        // row is in (the statement has ended), not when the first reply comes: only then may a
+        // later batch insert.
         let params: [&(dyn ToSql + Sync); 3] = [&ids, &partitions, &offsets];
-        let rows = client.query_raw(&statement, params).await;
-        held.say();
-        let rows = rows.map_err(PgInboxError::at(Step::InsertMarker))?;
-        futures::pin_mut!(rows);
-        while let Some(row) = rows
-            .try_next()
-            .await
-            .map_err(PgInboxError::at(Step::InsertMarker))?
-        {
-            let TextBytes(id) = row
-                .try_get(0)
-                .map_err(PgInboxError::at(Step::InsertMarker))?;
-            if let Some(i) = returned.position(id) {
-                inserted[i] = true;
+        let read = async {
+            let rows = client.query_raw(&statement, params).await?;
+            futures::pin_mut!(rows);
+            while let Some(row) = rows.try_next().await? {
+                let TextBytes(id) = row.try_get(0)?;
+                if let Some(i) = returned.position(id) {
+                    inserted[i] = true;
+                }
             }
-        }
+            Ok::<(), tokio_postgres::Error>(())
+        };
+        let read = read.await;
+        held.say();
+        read.map_err(PgInboxError::at(Step::InsertMarker))?;
     }
 
     let mut fresh: Vec<&TicketEvent> = Vec::with_capacity(events.len());
