@@ -12,7 +12,9 @@ use tracing_subscriber::EnvFilter;
 
 // jemalloc, not glibc's malloc: with glibc the service's CPU per record grew by ~40 % once the
 // process had run a while (heap fragmentation; malloc/free were a fifth of the actor thread's
-// samples), measured in BENCHMARKS.md's notes.
+// samples), measured in BENCHMARKS.md's notes. Cargo.toml also has jemalloc export `malloc`
+// and `free` themselves, so that librdkafka's C allocations (an op and a message per record,
+// made on a broker thread and freed on the driver's) take it too, not glibc's arenas.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
