@@ -4,12 +4,15 @@
 
 use super::measure::{micros_per_record, ratio};
 use super::probe::CpuUsage;
-use super::report::{Report, megabytes, rows, thread_role, whole};
+use super::report::{CaseResult, Report, megabytes, rows, thread_role, whole};
 
-/// End to end at the default B over ceiling 2, on an empty inbox.
-pub const VS_CEILING: f64 = 0.85;
-/// ... and never below this (the previous issue's rule).
+/// End to end at the default B over ceiling 2, on an empty inbox: the run with the median
+/// ratio of the default case's back-to-back runs (issue 24; 0.85 before it).
+pub const VS_CEILING: f64 = 0.90;
+/// ... and never below this (the rule of the issue before).
 pub const VS_CEILING_FLOOR: f64 = 0.80;
+/// Each run of the default case over its ceiling 2, the lowest of them included (issue 24).
+pub const VS_CEILING_EACH: f64 = 0.85;
 /// The largest inbox's rate over the empty inbox's.
 pub const INBOX_GROWTH: f64 = 0.70;
 /// The most partitions' rate over the anchor's.
@@ -18,8 +21,9 @@ pub const PARTITION_GROWTH: f64 = 0.90;
 pub const BACKLOG_RSS: u64 = 150 * 1_000_000;
 /// The all-replay rate over the fresh-insert rate of the same records.
 pub const REPLAY_SPEEDUP: f64 = 2.0;
-/// p99 produce-to-commit at most the commit interval plus this, in milliseconds.
-pub const P99_OVER_COMMIT_MS: f64 = 100.0;
+/// p99 produce-to-commit at most the commit interval plus this, in milliseconds (issue 24;
+/// 100 before it).
+pub const P99_OVER_COMMIT_MS: f64 = 50.0;
 /// End to end over TLS (verify-full) over plaintext, the default case.
 pub const TLS_VS_PLAIN: f64 = 0.90;
 /// This process's CPU per event in the default case, in microseconds.
@@ -146,9 +150,23 @@ pub fn targets(report: &Report) -> Vec<Target> {
     let cpu_per_event = anchor.and_then(|a| a.run.cpu_per_event_us());
     let random = report.by_inbox_random();
     let random_largest = random.last().filter(|c| c.case.inbox_rows > 0);
+    let lowest_run = anchor.and_then(|a| {
+        std::iter::once(a)
+            .chain(&report.anchor_others)
+            .map(CaseResult::vs_ceiling)
+            .try_fold(f64::INFINITY, |low, r| r.map(|r| low.min(r)))
+    });
+    let runs = 1 + report.anchor_others.len();
     vec![
         Target::new(
-            format!("end-to-end at the default B ({default_b}) / ceiling 2, empty inbox"),
+            format!(
+                "end-to-end at the default B ({default_b}) / ceiling 2, empty inbox{}",
+                if runs > 1 {
+                    format!(" (the median of {runs} runs)")
+                } else {
+                    String::new()
+                }
+            ),
             vs_ceiling,
             Unit::Ratio,
             Goal::AtLeast(VS_CEILING),
@@ -223,6 +241,12 @@ pub fn targets(report: &Report) -> Vec<Target> {
             Unit::Ratio,
             Goal::AtLeast(RANDOM_VS_CEILING),
         ),
+        Target::new(
+            format!("the lowest of the default case's {runs} runs / its ceiling 2"),
+            lowest_run,
+            Unit::Ratio,
+            Goal::AtLeast(VS_CEILING_EACH),
+        ),
     ]
 }
 
@@ -231,7 +255,7 @@ pub fn limits(report: &Report) -> Vec<String> {
     let mut notes = Vec::new();
     let targets = targets(report);
     let missed = |i: usize| targets.get(i).and_then(Target::met) == Some(false);
-    if missed(0) {
+    if missed(0) || missed(10) {
         ceiling_notes(report, &mut notes);
     }
     if missed(2) {
@@ -300,6 +324,17 @@ fn ceiling_notes(report: &Report, notes: &mut Vec<String>) {
         whole(run.rate),
         whole(ceiling.rate)
     ));
+    if !report.anchor_others.is_empty() {
+        let each: Vec<String> = std::iter::once(anchor)
+            .chain(&report.anchor_others)
+            .filter_map(CaseResult::vs_ceiling)
+            .map(|r| format!("{r:.2}"))
+            .collect();
+        notes.push(format!(
+            "The default case's runs, each of its own ceiling 2 (the median run first): {}.",
+            each.join(", ")
+        ));
+    }
     if report.kafka_only.rate < ceiling.rate {
         notes.push(format!(
             "Kafka alone (ceiling 1, {} events/s) is slower than the database alone: reading \
@@ -545,21 +580,22 @@ mod tests {
     #[test]
     fn a_run_that_meets_every_target_says_so_and_needs_no_explanation() {
         let report = report();
-        assert_eq!(verdicts(&report), ["met"; 10]);
+        assert_eq!(verdicts(&report), ["met"; 11]);
         assert!(limits(&report).is_empty(), "{:?}", limits(&report));
         let texts: Vec<String> = targets(&report).iter().map(Target::goal_text).collect();
         assert_eq!(
             texts,
             [
-                "≥ 0.85",
+                "≥ 0.90",
                 "≥ 0.80",
                 "≥ 0.70",
                 "≥ 0.90",
                 "< 150 MB",
                 "≥ 2.00",
-                "≤ 200 ms",
+                "≤ 150 ms",
                 "≥ 0.90",
                 "≤ 2.0 µs",
+                "≥ 0.85",
                 "≥ 0.85"
             ]
         );
@@ -570,7 +606,7 @@ mod tests {
     #[test]
     fn the_ceiling_ratio_has_a_target_and_a_floor() {
         let mut report = report();
-        // 82,000 of 100,000: misses 0.85, keeps the 0.80 floor.
+        // 82,000 of 100,000: misses 0.90, keeps the 0.80 floor.
         report.cases[0].run.rate = 82_000.0;
         let v = verdicts(&report);
         assert_eq!((v[0], v[1]), ("MISSED", "met"));
@@ -587,6 +623,26 @@ mod tests {
         );
         report.cases[0].run.rate = 79_000.0;
         assert_eq!(verdicts(&report)[1], "MISSED");
+    }
+
+    #[test]
+    fn every_run_of_the_default_case_is_held_to_the_lower_bar_and_the_median_to_the_higher() {
+        let mut report = report();
+        let what = targets(&report)[0].what.clone();
+        assert!(what.ends_with("(the median of 3 runs)"), "{what}");
+        // The runs at 0.90, 0.85 and 0.94: met. One of the others down to 0.84: the median
+        // still meets its bar, the lowest does not, and the notes list every run.
+        report.anchor_others[0].run.rate = 84_000.0;
+        let v = verdicts(&report);
+        assert_eq!((v[0], v[10]), ("met", "MISSED"));
+        let text = limits(&report).join("\n");
+        assert!(
+            text.contains("(the median run first): 0.90, 0.84, 0.94."),
+            "{text}"
+        );
+        // A run without its ceiling leaves the lowest unmeasured, not met.
+        report.anchor_others[1].ceiling = None;
+        assert_eq!(verdicts(&report)[10], "not measured");
     }
 
     #[test]
@@ -613,7 +669,8 @@ mod tests {
         assert_eq!(
             verdicts(&report),
             [
-                "met", "met", "met", "MISSED", "MISSED", "MISSED", "MISSED", "met", "met", "met"
+                "met", "met", "met", "MISSED", "MISSED", "MISSED", "MISSED", "met", "met", "met",
+                "met"
             ]
         );
         let text = limits(&report).join("\n");
