@@ -385,17 +385,26 @@ fn cpu_notes(report: &Report, notes: &mut Vec<String>) {
         return;
     };
     let run = &anchor.run;
+    let per_record = |cores: f64| micros_per_record(cores, run.elapsed, run.records);
+    // Every thread that ran a measurable share (a clock tick over the run is ~0.005 cores),
+    // in µs per record, so that the split reads against the target directly.
     let threads: Vec<String> = run
         .cpu
         .threads
         .iter()
-        .take(3)
-        .map(|(name, load)| format!("`{name}` {load:.2}"))
+        .filter(|(_, load)| *load >= 0.005)
+        .filter_map(|(name, load)| {
+            Some(format!(
+                "`{name}` {:.2} ({})",
+                per_record(*load)?,
+                thread_role(name)
+            ))
+        })
         .collect();
     notes.push(format!(
         "This process used {:.1} µs of CPU per event in the default case ({:.2} cores over \
-         {:.2} s; busiest threads: {}); it includes the embedded broker and the benchmark's \
-         own watch.",
+         {:.2} s); it includes the embedded broker and the benchmark's own watch. By thread, in \
+         µs per record: {}.",
         run.cpu_per_event_us().unwrap_or_default(),
         run.cpu.process,
         run.elapsed.as_secs_f64(),
@@ -728,6 +737,15 @@ mod tests {
             text.contains("5.6 µs of CPU per event in the default case (0.50 cores over 2.22 s"),
             "{text}"
         );
+        // Each thread's share, in µs per record, with what it does.
+        report.cases[0].run.cpu.threads =
+            vec![("kafka-driver".into(), 0.09), ("tiny".into(), 0.001)];
+        let text = limits(&report).join("\n");
+        assert!(
+            text.contains("`kafka-driver` 1.00 (polls the consumer and routes records"),
+            "{text}"
+        );
+        assert!(!text.contains("tiny"), "{text}");
         // Another case's CPU does not count.
         let mut report = super::super::report::tests::report();
         report.cases[1].run.cpu.process = 0.5;
