@@ -18,7 +18,7 @@ use deadpool_postgres::Pool;
 
 use crate::domain::{DeadLetter, Rejection, UnknownCause};
 use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RejectReason, TicketEvent};
-use crate::inbox::batch::{BatchItem, process_batch_telling};
+use crate::inbox::batch::{BatchItem, HeldElsewhere, process_batch_telling};
 use crate::inbox::dead_letters;
 use crate::inbox::guards::{self, GuardRow, Verdict};
 use crate::inbox::recently_applied::RecentlyApplied;
@@ -291,17 +291,19 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>, held: MarkersHeld) -
 /// unresolved, and only on its own can a record be found rejected for good. The partition's
 /// `applied` remembers what was applied, and duplicates are classified afterwards, from it or
 /// under their own deadline. `held` is said once the transaction holds its events' markers
-/// (see [`MarkersHeld`]).
+/// (see [`MarkersHeld`]); the ids `elsewhere` (the partition's other open batches) may hold are
+/// inserted last.
 pub async fn execute_batch(
     pool: &Pool,
     works: &[&Work],
     policy: &Policy<'_>,
     applied: &RefCell<RecentlyApplied>,
     held: MarkersHeld,
+    elsewhere: &HeldElsewhere,
 ) -> Vec<Executed> {
     let mut executed = match works {
         [work] => vec![execute(pool, work, policy, held).await],
-        _ => execute_together(pool, works, policy, held).await,
+        _ => execute_together(pool, works, policy, held, elsewhere).await,
     };
     for (index, cause) in classify_duplicates(pool, works, &executed, applied).await {
         executed[index].duplicate = Some(cause);
@@ -315,6 +317,7 @@ async fn execute_together(
     works: &[&Work],
     policy: &Policy<'_>,
     held: MarkersHeld,
+    elsewhere: &HeldElsewhere,
 ) -> Vec<Executed> {
     let started = Instant::now();
     let items: Vec<BatchItem<'_>> = works
@@ -327,7 +330,7 @@ async fn execute_together(
             Work::DeadLetter { letter, .. } => BatchItem::DeadLetter(letter),
         })
         .collect();
-    let processed = process_batch_telling(pool, &items, held);
+    let processed = process_batch_telling(pool, &items, held, elsewhere);
     let outcomes = match tokio::time::timeout(policy.timeout, processed).await {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) => {

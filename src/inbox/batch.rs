@@ -14,7 +14,14 @@
 //! batch unknown, and the caller isolates them through the one-event path.
 //!
 //! Distinct event ids are inserted sorted, so that two batches sharing ids take their row locks
-//! in the same order and wait for each other instead of deadlocking.
+//! in the same order and wait for each other instead of deadlocking. One exception: the ids
+//! that an earlier batch of the same partition, still open, may hold ([`HeldElsewhere`]) are
+//! inserted after the others (each run sorted). A copy of an event whose first copy that batch
+//! carries waits at the unique index until it ends; inserted last, it waits after this batch
+//! has inserted all its other markers, not before (with an outbox's ordered ids, a republished
+//! event sorts ahead of the fresh ones and would hold up the whole insert). That batch never
+//! waits for this one (a partition starts a batch once the one before holds its markers: see
+//! [`MarkersHeld`]), so the exception adds no lock cycle; the outcomes stay the unique index's.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
@@ -60,17 +67,54 @@ impl From<BatchOutcome> for Outcome {
     }
 }
 
+/// Event ids (hashed) whose markers another open transaction of the same partition may hold:
+/// a batch inserts them after its other ids (see the module docs). A false positive only moves
+/// an id later in the insert.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldElsewhere(Vec<u64>);
+
+impl HeldElsewhere {
+    pub fn new(mut hashes: Vec<u64>) -> HeldElsewhere {
+        hashes.sort_unstable();
+        hashes.dedup();
+        HeldElsewhere(hashes)
+    }
+
+    /// Whether `event_id` may be held elsewhere.
+    pub fn contains(&self, event_id: &str) -> bool {
+        !self.0.is_empty() && self.0.binary_search(&id_hash(event_id)).is_ok()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// An event id's hash for [`HeldElsewhere`] (FNV-1a: short keys, no allocation, and a
+/// collision costs nothing but order).
+pub fn id_hash(event_id: &str) -> u64 {
+    event_id.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Resolves all `items` in one transaction (see the module docs), with nobody waiting to hear
 /// that it holds its markers (see [`process_batch_telling`]).
 pub async fn process_batch(
     pool: &Pool,
     items: &[BatchItem<'_>],
 ) -> Result<Vec<BatchOutcome>, PgInboxError> {
-    process_batch_telling(pool, items, MarkersHeld::default()).await
+    process_batch_telling(
+        pool,
+        items,
+        MarkersHeld::default(),
+        &HeldElsewhere::default(),
+    )
+    .await
 }
 
 /// Resolves all `items` in one transaction (see the module docs), and says `held` as soon as
-/// its marker insert returned.
+/// its marker insert returned; the ids `elsewhere` may hold are inserted last.
 ///
 /// The first occurrence of an event id inside the batch is the one stored (its history row and
 /// its origin); later occurrences are `AlreadyApplied`. Any error, including a failed or lost
@@ -80,17 +124,19 @@ pub async fn process_batch_telling(
     pool: &Pool,
     items: &[BatchItem<'_>],
     held: MarkersHeld,
+    elsewhere: &HeldElsewhere,
 ) -> Result<Vec<BatchOutcome>, PgInboxError> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
     let Plan {
         events,
+        split,
         letters,
         slots,
-    } = plan(items);
+    } = plan(items, elsewhere);
     let mut transaction = Session::begin(pool).await?;
-    let written = write(transaction.client(), &events, &letters, held).await;
+    let written = write(transaction.client(), &events, split, &letters, held).await;
     let inserted = match written {
         // Nothing to commit (every event already stored, no dead letter): as SPEC §4's duplicate
         // path, the outcomes are known without a commit and the rollback is cleanup only.
@@ -118,8 +164,11 @@ pub async fn process_batch_telling(
 
 /// What a batch writes, and where each item's outcome comes from.
 struct Plan<'a> {
-    /// The first occurrence of each event id, sorted by id (one lock order for every batch).
+    /// The first occurrence of each event id, in the order inserted: sorted by id (one lock
+    /// order for every batch), those held elsewhere after the others (from `split` on), each
+    /// run sorted.
     events: Vec<(&'a TicketEvent, Origin)>,
+    split: usize,
     /// The dead letters, sorted by position.
     letters: Vec<&'a DeadLetter>,
     /// Per item, where its outcome comes from.
@@ -137,7 +186,7 @@ enum Slot {
 }
 
 /// Plans `items` (see [`Plan`]).
-fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
+fn plan<'a>(items: &[BatchItem<'a>], elsewhere: &HeldElsewhere) -> Plan<'a> {
     let mut events = Vec::with_capacity(items.len());
     let mut letters = Vec::new();
     for (index, item) in items.iter().enumerate() {
@@ -160,6 +209,16 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
     letters.sort_unstable_by(|a, b| {
         (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
     });
+    let mut split = events.len();
+    if !elsewhere.is_empty() {
+        // Stable: each run stays sorted.
+        let (clear, held): (Vec<_>, Vec<_>) = events
+            .into_iter()
+            .partition(|(_, event, _)| !elsewhere.contains(event.event_id()));
+        split = clear.len();
+        events = clear;
+        events.extend(held);
+    }
     for (slot, (index, _, _)) in events.iter().enumerate() {
         slots[*index] = Slot::First(slot);
     }
@@ -169,17 +228,21 @@ fn plan<'a>(items: &[BatchItem<'a>]) -> Plan<'a> {
         .collect();
     Plan {
         events,
+        split,
         letters,
         slots,
     }
 }
 
-/// Where `event_id` (UTF-8 bytes) is in the planned events (sorted by id, each id once; text
-/// sorts as its UTF-8 bytes do).
-fn position(events: &[(&TicketEvent, Origin)], event_id: &[u8]) -> Option<usize> {
-    events
-        .binary_search_by(|(event, _)| event.event_id().as_bytes().cmp(event_id))
-        .ok()
+/// Where `event_id` (UTF-8 bytes) is in the planned events: two runs, split at `split`, each
+/// sorted by id, each id once (text sorts as its UTF-8 bytes do).
+fn position(events: &[(&TicketEvent, Origin)], split: usize, event_id: &[u8]) -> Option<usize> {
+    let search = |run: &[(&TicketEvent, Origin)]| {
+        run.binary_search_by(|(event, _)| event.event_id().as_bytes().cmp(event_id))
+            .ok()
+    };
+    let (clear, held) = events.split_at(split.min(events.len()));
+    search(clear).or_else(|| Some(split + search(held)?))
 }
 
 /// Finds the ids an insert returned among the planned events. PostgreSQL returns the rows of
@@ -188,6 +251,7 @@ fn position(events: &[(&TicketEvent, Origin)], event_id: &[u8]) -> Option<usize>
 /// same answer.
 struct Returned<'p, 'a> {
     events: &'p [(&'a TicketEvent, Origin)],
+    split: usize,
     next: usize,
 }
 
@@ -195,7 +259,7 @@ impl Returned<'_, '_> {
     fn position(&mut self, event_id: &[u8]) -> Option<usize> {
         let found = match self.events.get(self.next) {
             Some((event, _)) if event.event_id().as_bytes() == event_id => self.next,
-            _ => position(self.events, event_id)?,
+            _ => position(self.events, self.split, event_id)?,
         };
         self.next = found + 1;
         Some(found)
@@ -207,6 +271,7 @@ impl Returned<'_, '_> {
 async fn write(
     client: &Object,
     events: &[(&TicketEvent, Origin)],
+    split: usize,
     letters: &[&DeadLetter],
     mut held: MarkersHeld,
 ) -> Result<Vec<bool>, PgInboxError> {
@@ -217,7 +282,11 @@ async fn write(
         let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
         let failed = PgInboxError::at(Step::InsertMarker);
         let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
-        let mut returned = Returned { events, next: 0 };
+        let mut returned = Returned {
+            events,
+            split,
+            next: 0,
+        };
         // Row by row as they come, not collected first. The markers are held once the last
         // row is in (the statement has ended), not when the first reply comes: only then may a
         // later batch insert.
@@ -311,9 +380,11 @@ mod tests {
         ];
         let Plan {
             events,
+            split,
             letters,
             slots,
-        } = plan(&items);
+        } = plan(&items, &HeldElsewhere::default());
+        assert_eq!(split, 2);
         assert_eq!(slots, [Slot::First(1), Slot::First(0), Slot::Repeat]);
         let planned: Vec<(&str, i64)> = events
             .iter()
@@ -321,8 +392,46 @@ mod tests {
             .collect();
         assert_eq!(planned, [("a", 2), ("b", 1)]);
         assert!(letters.is_empty());
-        assert_eq!(position(&events, b"b"), Some(1));
-        assert_eq!(position(&events, b"c"), None);
+        assert_eq!(position(&events, 2, b"b"), Some(1));
+        assert_eq!(position(&events, 2, b"c"), None);
+    }
+
+    #[test]
+    fn ids_held_elsewhere_are_planned_after_the_others_each_run_sorted() {
+        let [a, b, c, d] = ["a", "b", "c", "d"].map(event);
+        let items: Vec<BatchItem<'_>> = [&d, &b, &a, &c, &b]
+            .into_iter()
+            .zip(1..)
+            .map(|(event, offset)| BatchItem::Event {
+                event,
+                origin: at(offset),
+            })
+            .collect();
+        let elsewhere = HeldElsewhere::new(vec![id_hash("c"), id_hash("a"), id_hash("zz")]);
+        assert!(elsewhere.contains("a") && !elsewhere.contains("b"));
+        let plan = plan(&items, &elsewhere);
+        let planned: Vec<&str> = plan.events.iter().map(|(e, _)| e.event_id()).collect();
+        assert_eq!(
+            (planned.as_slice(), plan.split),
+            (["b", "d", "a", "c"].as_slice(), 2)
+        );
+        assert_eq!(
+            plan.slots,
+            [
+                Slot::First(1),
+                Slot::First(0),
+                Slot::First(2),
+                Slot::First(3),
+                Slot::Repeat
+            ]
+        );
+        for (slot, id) in planned.iter().enumerate() {
+            assert_eq!(
+                position(&plan.events, plan.split, id.as_bytes()),
+                Some(slot)
+            );
+        }
+        assert_eq!(position(&plan.events, plan.split, b"e"), None);
     }
 
     #[test]
@@ -342,7 +451,7 @@ mod tests {
                 origin: at(3),
             },
         ];
-        let plan = plan(&items);
+        let plan = plan(&items, &HeldElsewhere::default());
         // "a" was stored before; "b" is new, and its repeat a duplicate.
         assert_eq!(
             outcomes(&plan.slots, &[false, true]),
@@ -366,18 +475,32 @@ mod tests {
         #[test]
         fn a_returned_id_is_found_where_a_search_finds_it_in_any_order(
             ids in proptest::collection::btree_set(0u16..200, 0..40),
+            held in proptest::collection::btree_set(0u16..200, 0..20),
             asked in proptest::collection::vec(0u16..200, 0..40),
         ) {
-            // Zero-padded, so the set's order is the ids' order: the plan's.
+            // Zero-padded, so the set's order is the ids' order: the plan's, in two runs.
             let name = |i: u16| format!("e{i:03}");
             let events: Vec<TicketEvent> = ids.iter().map(|&i| event(&name(i))).collect();
-            let planned: Vec<(&TicketEvent, Origin)> = events.iter().map(|e| (e, at(0))).collect();
-            let mut returned = Returned { events: &planned, next: 0 };
+            let elsewhere = HeldElsewhere::new(held.iter().map(|&i| id_hash(&name(i))).collect());
+            let items: Vec<BatchItem<'_>> =
+                events.iter().map(|event| BatchItem::Event { event, origin: at(0) }).collect();
+            let plan = plan(&items, &elsewhere);
+            let expected: Vec<u16> = ids
+                .iter()
+                .filter(|i| !held.contains(i))
+                .chain(ids.iter().filter(|i| held.contains(i)))
+                .copied()
+                .collect();
+            let planned: Vec<String> = plan.events.iter().map(|(e, _)| e.event_id().to_owned()).collect();
+            let expected_names: Vec<String> = expected.iter().map(|&i| name(i)).collect();
+            proptest::prop_assert_eq!(planned, expected_names);
+            let linear = |id: &[u8]| plan.events.iter().position(|(e, _)| e.event_id().as_bytes() == id);
+            let mut returned = Returned { events: &plan.events, split: plan.split, next: 0 };
             for &i in &asked {
-                proptest::prop_assert_eq!(returned.position(name(i).as_bytes()), position(&planned, name(i).as_bytes()));
+                proptest::prop_assert_eq!(returned.position(name(i).as_bytes()), linear(name(i).as_bytes()));
             }
-            let mut in_order = Returned { events: &planned, next: 0 };
-            for (slot, &i) in ids.iter().enumerate() {
+            let mut in_order = Returned { events: &plan.events, split: plan.split, next: 0 };
+            for (slot, &i) in expected.iter().enumerate() {
                 proptest::prop_assert_eq!(in_order.position(name(i).as_bytes()), Some(slot));
             }
         }
@@ -385,6 +508,7 @@ mod tests {
         #[test]
         fn outcomes_are_those_of_searching_each_id_in_the_plan(
             ids in proptest::collection::vec(0u8..6, 0..24),
+            held in proptest::collection::vec(0u8..6, 0..4),
             inserted in proptest::collection::vec(proptest::bool::ANY, 6),
         ) {
             let events: Vec<TicketEvent> = ids.iter().map(|i| event(&format!("e{i}"))).collect();
@@ -393,7 +517,9 @@ mod tests {
                 .zip(0..)
                 .map(|(event, offset)| BatchItem::Event { event, origin: at(offset) })
                 .collect();
-            let plan = plan(&items);
+            let elsewhere =
+                HeldElsewhere::new(held.iter().map(|i| id_hash(&format!("e{i}"))).collect());
+            let plan = plan(&items, &elsewhere);
             let inserted = &inserted[..plan.events.len()];
             // Each item's id looked up in the plan: only the first item that carries a new id
             // is applied.
@@ -401,7 +527,7 @@ mod tests {
             let searched: Vec<BatchOutcome> = events
                 .iter()
                 .map(|event| {
-                    let i = position(&plan.events, event.event_id().as_bytes()).unwrap();
+                    let i = position(&plan.events, plan.split, event.event_id().as_bytes()).unwrap();
                     let first = !std::mem::replace(&mut seen[i], true);
                     if first && inserted[i] { BatchOutcome::Applied } else { BatchOutcome::AlreadyApplied }
                 })

@@ -93,10 +93,11 @@ async fn one_record_per_transaction_gives_the_same_rows_and_causes_as_batches() 
 
 on_both_brokers!(of_two_copies_of_an_event_in_batches_in_flight_together_the_earlier_is_stored);
 
-/// Two batches of a partition in flight at once: a copy of an event in the later batch sorts
-/// first among its ids and the first copy last among the earlier batch's, so if the later
-/// batch could start its inserts before the earlier one held its markers, it would often store
-/// the later copy. The earlier copy must be stored every time, as with one batch at a time.
+/// Two batches of a partition in flight at once: a copy of an event in the later batch (which
+/// inserts it last, as an id the earlier batch may hold) meets the first copy, last among the
+/// earlier batch's ids, so if the later batch could start its inserts before the earlier one
+/// held its markers, it would often store the later copy. The earlier copy must be stored
+/// every time, as with one batch at a time.
 async fn of_two_copies_of_an_event_in_batches_in_flight_together_the_earlier_is_stored(
     broker: Broker,
 ) {

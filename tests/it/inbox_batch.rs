@@ -7,8 +7,11 @@ use std::time::{Duration, Instant};
 use chrono::{TimeZone, Utc};
 use history_consumer::domain::DuplicateCause::{self, Conflicting, Redelivery, Republish};
 use history_consumer::domain::{DeadLetter, RejectReason, Rejection, TicketEvent};
+use history_consumer::inbox::MarkersHeld;
 use history_consumer::inbox::Origin;
-use history_consumer::inbox::batch::{BatchItem, BatchOutcome, process_batch};
+use history_consumer::inbox::batch::{
+    BatchItem, BatchOutcome, HeldElsewhere, id_hash, process_batch, process_batch_telling,
+};
 use history_consumer::inbox::duplicates::classify_many;
 use history_consumer::inbox::recently_applied::RecentlyApplied;
 use history_consumer::work::{Policy, Work, execute_batch};
@@ -440,6 +443,76 @@ async fn a_batch_meeting_an_earlier_batchs_uncommitted_event_takes_the_outcome_i
     assert_eq!(stored(&db).await, (4, 4, 0));
 }
 
+/// The ids an earlier batch of the partition may still hold are inserted last: while the later
+/// batch waits for the shared id, it already holds the markers of its own ids (another insert
+/// of one of them has to wait for it). Without that hint the shared id, sorting first, holds
+/// up the whole insert and nothing of the later batch is held yet. The outcomes are the same.
+#[tokio::test]
+async fn a_batch_inserts_the_ids_an_earlier_open_batch_may_hold_after_its_own() {
+    let db = test_database_with(2).await;
+    let earlier_pool = history_consumer::db::pool(&db.url, 1).unwrap();
+    let probe_pool = history_consumer::db::pool(&db.url, 1).unwrap();
+    for (round, hinted) in [(0, true), (1, false)] {
+        let (shared, own) = (event(10 * round + 1), event(10 * round + 2));
+        let earlier = earlier_pool.get().await.unwrap();
+        earlier
+            .batch_execute(&format!(
+                "BEGIN; INSERT INTO inbox (event_id, first_partition, first_offset) \
+                     VALUES ('{}', 3, 10)",
+                shared.event_id()
+            ))
+            .await
+            .unwrap();
+        let later = [shared.clone(), own.clone()];
+        let items = events_at(&later, 20);
+        let elsewhere = if hinted {
+            HeldElsewhere::new(vec![id_hash(shared.event_id())])
+        } else {
+            HeldElsewhere::default()
+        };
+        let running = process_batch_telling(&db.pool, &items, MarkersHeld::default(), &elsewhere);
+        tokio::pin!(running);
+        let waited = tokio::time::timeout(Duration::from_millis(300), &mut running).await;
+        assert!(waited.is_err(), "the later batch waits for the earlier one");
+
+        // Does the later batch hold its own id's marker while it waits?
+        let probe = probe_pool.get().await.unwrap();
+        probe
+            .batch_execute("BEGIN; SET LOCAL lock_timeout = '200ms'")
+            .await
+            .unwrap();
+        let inserted = probe
+            .execute(
+                "INSERT INTO inbox (event_id, first_partition, first_offset) VALUES ($1, 3, 99)",
+                &[&own.event_id()],
+            )
+            .await;
+        probe.batch_execute("ROLLBACK").await.unwrap();
+        if hinted {
+            let error = inserted.expect_err("the later batch holds its own id's marker");
+            assert_eq!(
+                error.code(),
+                Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+            );
+        } else {
+            assert_eq!(
+                inserted.unwrap(),
+                1,
+                "nothing of the later batch is held yet"
+            );
+        }
+
+        earlier.batch_execute("COMMIT").await.unwrap();
+        let outcomes = tokio::time::timeout(Duration::from_secs(10), running)
+            .await
+            .expect("the later batch goes on once the earlier one ended")
+            .unwrap();
+        assert_eq!(outcomes, [AlreadyApplied, Applied], "hinted: {hinted}");
+        assert_eq!(first_seen(&db, own.event_id()).await.1, Some(21));
+    }
+    assert_eq!(stored(&db).await, (4, 2, 0));
+}
+
 #[tokio::test]
 async fn a_batch_cancelled_mid_transaction_never_hands_its_transaction_to_the_next_user() {
     let db = test_database_with(1).await;
@@ -496,7 +569,15 @@ async fn causes_of(
         max_consecutive_rejections: 10,
     };
     let works: Vec<&Work> = deliveries.iter().collect();
-    let executed = execute_batch(&db.pool, &works, &policy, applied, Default::default()).await;
+    let executed = execute_batch(
+        &db.pool,
+        &works,
+        &policy,
+        applied,
+        Default::default(),
+        &Default::default(),
+    )
+    .await;
     let given: Vec<Option<DuplicateCause>> = executed.iter().map(|e| e.duplicate).collect();
     let duplicates: Vec<(&TicketEvent, Origin)> = deliveries
         .iter()

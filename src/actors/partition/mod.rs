@@ -41,6 +41,7 @@ use crate::domain::{
 };
 use crate::inbox::MarkersHeld;
 use crate::inbox::PgInboxError;
+use crate::inbox::batch::{HeldElsewhere, id_hash};
 use crate::inbox::guards::{self, GuardRow};
 use crate::inbox::recently_applied::RecentlyApplied;
 use crate::metrics::{Metrics, PartitionMetrics};
@@ -109,6 +110,10 @@ pub struct PartitionActor {
     /// The events this assignment applied lately, shared by its batches in flight, which
     /// classify their duplicates from it (see [`RecentlyApplied`]).
     applied: Rc<RefCell<RecentlyApplied>>,
+    /// The hashed event ids of each unit still running, by unit number: a unit started beside
+    /// them inserts those ids last (see [`HeldElsewhere`]). Kept only when several batches may
+    /// be in flight.
+    running: Vec<(u64, Vec<u64>)>,
 }
 
 /// A finished unit of work, waiting for its turn to be accounted for.
@@ -141,6 +146,7 @@ impl PartitionActor {
             units: VecDeque::new(),
             units_done: 0,
             reports: Vec::new(),
+            running: Vec::new(),
         }
     }
 
@@ -242,6 +248,16 @@ impl PartitionActor {
         let wants_release = self.guard.wants_release();
         let unit = self.units_done + self.units.len() as u64;
         self.units.push_back(None);
+        let elsewhere = HeldElsewhere::new(
+            self.running
+                .iter()
+                .flat_map(|(_, ids)| ids.iter().copied())
+                .collect(),
+        );
+        if self.deps.limits.batches_in_flight > 1 {
+            let ids = batch.iter().filter_map(|(_, w)| w.event_id()).map(id_hash);
+            self.running.push((unit, ids.collect()));
+        }
         let (held, heard) = MarkersHeld::channel();
         ctx.spawn(heard.into_actor(self).map(move |_, actor, ctx| {
             // Unless it was accounted for already.
@@ -259,7 +275,8 @@ impl PartitionActor {
                     max_consecutive_rejections: deps.max_consecutive_rejections,
                 };
                 let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
-                let executed = execute_batch(&deps.pool, &works, &policy, &applied, held).await;
+                let executed =
+                    execute_batch(&deps.pool, &works, &policy, &applied, held, &elsewhere).await;
                 // A record stored ends the partition's run of rejected records, for whoever
                 // owns the partition next too. Run after the record's own commit: cut off in
                 // between, the run outlives the stored record, and the next record stored ends
@@ -279,6 +296,7 @@ impl PartitionActor {
             }
             .into_actor(self)
             .map(move |done, actor, ctx| {
+                actor.running.retain(|(running, _)| *running != unit);
                 let slot = usize::try_from(unit - actor.units_done).expect("a unit in the queue");
                 actor.units[slot] = Some(done);
                 while let Some(done) = actor.units.front_mut().and_then(Option::take) {
