@@ -242,7 +242,11 @@ pub fn targets(report: &Report) -> Vec<Target> {
             Goal::AtLeast(RANDOM_VS_CEILING),
         ),
         Target::new(
-            format!("the lowest of the default case's {runs} runs / its ceiling 2"),
+            if runs > 1 {
+                format!("the lowest of the default case's {runs} runs / its ceiling 2")
+            } else {
+                "the default case's one run / its ceiling 2".to_owned()
+            },
             lowest_run,
             Unit::Ratio,
             Goal::AtLeast(VS_CEILING_EACH),
@@ -652,6 +656,11 @@ mod tests {
         // A run without its ceiling leaves the lowest unmeasured, not met.
         report.anchor_others[1].ceiling = None;
         assert_eq!(verdicts(&report)[10], "not measured");
+        // One run (`--quick`): it is its own lowest.
+        report.anchor_others.clear();
+        let one = &targets(&report)[10];
+        assert_eq!(one.what, "the default case's one run / its ceiling 2");
+        assert_eq!(one.verdict(), "met");
     }
 
     #[test]
