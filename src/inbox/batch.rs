@@ -241,7 +241,7 @@ fn position(events: &[(&TicketEvent, Origin)], split: usize, event_id: &[u8]) ->
         run.binary_search_by(|(event, _)| event.event_id().as_bytes().cmp(event_id))
             .ok()
     };
-    let (clear, held) = events.split_at(split.min(events.len()));
+    let (clear, held) = events.split_at(split);
     search(clear).or_else(|| Some(split + search(held)?))
 }
 

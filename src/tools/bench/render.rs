@@ -505,15 +505,13 @@ pub fn markdown(
     let _ = writeln!(out, "## Results\n");
     let _ = writeln!(out, "### End to end, case by case\n");
     markdown_table(&mut out, &HEADER, &case_lines(report));
-    if let (Some(anchor), false) = (report.anchor(), report.anchor_others.is_empty()) {
+    if report.anchor().is_some() && !report.anchor_others.is_empty() {
         let _ = writeln!(
             out,
             "The default case ran {} times, each end to end and then ceiling 2 (ratios {}); the \
              targets use the run with the median ratio, listed first.\n",
             report.anchor_others.len() + 1,
-            listed(&ratios(
-                std::iter::once(anchor).chain(&report.anchor_others)
-            ))
+            listed(&ratios(report.default_runs()))
         );
     }
     if let Some(line) = pipelining_line(report) {
@@ -773,7 +771,7 @@ fn method(report: &Report) -> Vec<String> {
 /// The default case beside its runs with one batch in flight per partition: the ratios to
 /// ceiling 2 and their medians, or `None` when the pipelining phase did not run.
 fn pipelining_line(report: &Report) -> Option<String> {
-    let anchor = report.anchor()?;
+    report.anchor()?;
     let unpipelined = Case {
         batches_in_flight: 1,
         ..report.anchor_case()
@@ -782,7 +780,7 @@ fn pipelining_line(report: &Report) -> Option<String> {
     if one.is_empty() {
         return None;
     }
-    let two = ratios(std::iter::once(anchor).chain(&report.anchor_others));
+    let two = ratios(report.default_runs());
     Some(format!(
         "Pipelining: with {} batches in flight per partition (the default) the default case ran \
          {} of ceiling 2 (median {:.2}); with 1 (`--batches-in-flight 1`), each run right after one \

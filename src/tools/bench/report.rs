@@ -329,6 +329,11 @@ impl Report {
         self.cases.iter().find(|c| c.case == anchor)
     }
 
+    /// Every run of the default case: the median one (the anchor) first, then the others.
+    pub fn default_runs(&self) -> impl Iterator<Item = &CaseResult> {
+        self.anchor().into_iter().chain(&self.anchor_others)
+    }
+
     /// The runs that differ from the anchor only in what `varies` leaves free, sorted by
     /// `key`.
     fn series(
