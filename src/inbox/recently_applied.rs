@@ -83,12 +83,18 @@ impl RecentlyApplied {
     /// The cause of a duplicate of `event` delivered at `origin`, if its first copy is
     /// remembered.
     pub fn cause(&self, event: &TicketEvent, origin: Origin) -> Option<DuplicateCause> {
-        // An id's marker is inserted once: at most one batch holds it.
+        // An id's marker is inserted once: at most one batch holds it. A batch whose id range
+        // leaves the id out is passed over with two comparisons (with ordered ids, all but
+        // one are).
+        let id = event.event_id();
         self.batches.iter().find_map(|(_, batch)| {
-            let found = batch.partition_point(|(e, _)| e.event_id() < event.event_id());
+            let (lowest, highest) = (batch.first()?, batch.last()?);
+            if id < lowest.0.event_id() || id > highest.0.event_id() {
+                return None;
+            }
+            let found = batch.partition_point(|(e, _)| e.event_id() < id);
             let (first, first_origin) = batch.get(found)?;
-            (first.event_id() == event.event_id())
-                .then(|| cause_of_repeat(first, *first_origin, event, origin))
+            (first.event_id() == id).then(|| cause_of_repeat(first, *first_origin, event, origin))
         })
     }
 
