@@ -96,10 +96,10 @@ pub struct PartitionActor {
     skips: BTreeMap<i64, Vec<oneshot::Sender<SkipOutcome>>>,
     /// What the log was told about the partition's failures (see [`failures`]).
     failures: FailureLog,
-    /// Units of work started and not yet accounted for, oldest first: `None` while running,
-    /// the result once it finished. A unit is accounted for only after every unit started
-    /// before it, so outcomes count in offset order even when batches commit out of order.
-    units: VecDeque<Option<UnitDone>>,
+    /// Units of work started and not yet accounted for, oldest first. A unit is accounted for
+    /// only after every unit started before it, so outcomes count in offset order even when
+    /// batches commit out of order.
+    units: VecDeque<Unit>,
     /// The number of units accounted for since the actor started (the first in `units`).
     units_done: u64,
     /// First outcomes `(offset, resolved)` not yet sent to the checkpoint: gathered over a
@@ -110,10 +110,36 @@ pub struct PartitionActor {
     /// The events this assignment applied lately, shared by its batches in flight, which
     /// classify their duplicates from it (see [`RecentlyApplied`]).
     applied: Rc<RefCell<RecentlyApplied>>,
-    /// The hashed event ids of each unit still running, by unit number: a unit started beside
-    /// them inserts those ids last (see [`HeldElsewhere`]). Kept only when several batches may
-    /// be in flight.
-    running: Vec<(u64, Vec<u64>)>,
+}
+
+/// A unit of work started and not yet accounted for.
+enum Unit {
+    /// Still running, with the hashed ids of the events it inserts: a unit started beside it
+    /// inserts those ids last (see [`HeldElsewhere`]). Kept only when several batches may be
+    /// in flight (empty otherwise).
+    Running(Vec<u64>),
+    /// Finished, waiting for the units started before it.
+    Done(UnitDone),
+}
+
+impl Unit {
+    fn running_ids(&self) -> &[u64] {
+        match self {
+            Unit::Running(ids) => ids,
+            Unit::Done(_) => &[],
+        }
+    }
+
+    /// The oldest unit's result, taken from `units` if it has finished.
+    fn pop_done(units: &mut VecDeque<Unit>) -> Option<UnitDone> {
+        if !matches!(units.front()?, Unit::Done(_)) {
+            return None;
+        }
+        match units.pop_front()? {
+            Unit::Done(done) => Some(done),
+            Unit::Running(_) => None,
+        }
+    }
 }
 
 /// A finished unit of work, waiting for its turn to be accounted for.
@@ -146,7 +172,6 @@ impl PartitionActor {
             units: VecDeque::new(),
             units_done: 0,
             reports: Vec::new(),
-            running: Vec::new(),
         }
     }
 
@@ -247,17 +272,19 @@ impl PartitionActor {
         let partition = self.partition();
         let wants_release = self.guard.wants_release();
         let unit = self.units_done + self.units.len() as u64;
-        self.units.push_back(None);
         let elsewhere = HeldElsewhere::new(
-            self.running
+            self.units
                 .iter()
-                .flat_map(|(_, ids)| ids.iter().copied())
+                .flat_map(|u| u.running_ids().iter().copied())
                 .collect(),
         );
-        if self.deps.limits.batches_in_flight > 1 {
+        let ids = if self.deps.limits.batches_in_flight > 1 {
             let ids = batch.iter().filter_map(|(_, w)| w.event_id()).map(id_hash);
-            self.running.push((unit, ids.collect()));
-        }
+            ids.collect()
+        } else {
+            Vec::new()
+        };
+        self.units.push_back(Unit::Running(ids));
         let (held, heard) = MarkersHeld::channel();
         ctx.spawn(heard.into_actor(self).map(move |_, actor, ctx| {
             // Unless it was accounted for already.
@@ -296,11 +323,9 @@ impl PartitionActor {
             }
             .into_actor(self)
             .map(move |done, actor, ctx| {
-                actor.running.retain(|(running, _)| *running != unit);
                 let slot = usize::try_from(unit - actor.units_done).expect("a unit in the queue");
-                actor.units[slot] = Some(done);
-                while let Some(done) = actor.units.front_mut().and_then(Option::take) {
-                    actor.units.pop_front();
+                actor.units[slot] = Unit::Done(done);
+                while let Some(done) = Unit::pop_done(&mut actor.units) {
                     actor.units_done += 1;
                     actor.account(done);
                 }
