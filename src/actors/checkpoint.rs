@@ -3,12 +3,13 @@
 //! final position when a partition is revoked. Commit failures are counted and retried on the
 //! next tick, never fatal. Messages of an earlier assignment of a partition are ignored.
 //!
-//! A partition that runs out of work does not wait for the next tick: its watermark is
-//! committed at once, or, when a commit was sent less than a tenth of the interval (at most
-//! [`EARLY_COMMIT_GAP`]) ago, once that gap has passed ([`EarlyCommits`]). So the end of a
-//! burst is committed within milliseconds instead of up to an interval later, a trickle of
-//! records costs at most ten commits a second, and a busy partition, which never runs out,
-//! commits on the ticks alone.
+//! A partition that keeps up with its log (nothing unresolved, less than a full batch queued
+//! when a unit of work ends) does not wait for the next tick: its watermark is committed at
+//! once, or, when a commit was sent less than a tenth of the interval (at most
+//! [`EARLY_COMMIT_GAP`]) ago, once that gap has passed ([`EarlyCommits`]). So a record of a
+//! partition that keeps up is committed within milliseconds of its transaction instead of up to
+//! an interval later, early commits cost at most ten a second, and a partition behind its log,
+//! which has a full batch waiting whenever a unit ends, commits on the ticks alone.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -17,8 +18,8 @@ use actix::prelude::*;
 
 use super::messages::{
     Assignment, BacklogResolved, CommitCompleted, CommitPosition, CommitTick, GetCheckpointStatus,
-    KafkaLink, KafkaRequest, OutcomesReported, PartitionIdle, ReleaseForRewind, ReleasePartitions,
-    SkipReported, TrackPartitions,
+    KafkaLink, KafkaRequest, OutcomesReported, PartitionKeepingUp, ReleaseForRewind,
+    ReleasePartitions, SkipReported, TrackPartitions,
 };
 use super::status::CheckpointStatus;
 use crate::metrics::Metrics;
@@ -60,8 +61,7 @@ impl Tracked {
 /// The longest gap kept between a commit and an early one (see the module docs).
 pub const EARLY_COMMIT_GAP: Duration = Duration::from_millis(100);
 
-/// When watermarks may be committed between ticks because a partition ran out of work: at
-/// once, unless a commit was sent less than `min_gap` ago, then once `min_gap` has passed since
+/// When watermarks may be committed between ticks because a partition keeps up: at once, unless a commit was sent less than `min_gap` ago, then once `min_gap` has passed since
 /// it (one such wait at a time). Pure: the actor asks it and keeps the time.
 #[derive(Debug)]
 struct EarlyCommits {
@@ -84,9 +84,10 @@ impl EarlyCommits {
         self.last_sent = Some(at);
     }
 
-    /// A partition ran out of work at `now`: commit after the returned wait (zero: now), or
-    /// `None` when a wait is already under way (its commit covers this partition too).
-    fn idle(&mut self, now: Instant) -> Option<Duration> {
+    /// A partition that keeps up reported outcomes at `now`: commit after the returned wait
+    /// (zero: now), or `None` when a wait is already under way (its commit covers this
+    /// partition too).
+    fn asked(&mut self, now: Instant) -> Option<Duration> {
         if self.waiting {
             return None;
         }
@@ -97,7 +98,7 @@ impl EarlyCommits {
         Some(wait)
     }
 
-    /// The wait [`EarlyCommits::idle`] asked for is over.
+    /// The wait [`EarlyCommits::asked`] asked for is over.
     fn waited(&mut self) {
         self.waiting = false;
     }
@@ -244,17 +245,17 @@ impl Handler<CommitTick> for Checkpoint {
     }
 }
 
-impl Handler<PartitionIdle> for Checkpoint {
+impl Handler<PartitionKeepingUp> for Checkpoint {
     type Result = ();
 
-    fn handle(&mut self, msg: PartitionIdle, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: PartitionKeepingUp, ctx: &mut Context<Self>) {
         if self
             .tracked(msg.assignment)
             .is_none_or(|tracked| tracked.uncommitted().is_none())
         {
             return;
         }
-        match self.early.idle(Instant::now()) {
+        match self.early.asked(Instant::now()) {
             Some(wait) if wait.is_zero() => self.commit_moved(),
             Some(wait) => {
                 ctx.run_later(wait, |checkpoint, _| {
@@ -370,13 +371,13 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_out_of_work_is_committed_at_once_when_nothing_was_sent_lately() {
+    fn a_partition_keeping_up_is_committed_at_once_when_nothing_was_sent_lately() {
         let mut early = EarlyCommits::new(INTERVAL);
         let t0 = Instant::now();
-        assert_eq!(early.idle(t0), Some(Duration::ZERO));
+        assert_eq!(early.asked(t0), Some(Duration::ZERO));
         early.sent(t0);
-        assert_eq!(early.idle(t0 + GAP), Some(Duration::ZERO));
-        assert_eq!(early.idle(t0 + 5 * GAP), Some(Duration::ZERO));
+        assert_eq!(early.asked(t0 + GAP), Some(Duration::ZERO));
+        assert_eq!(early.asked(t0 + 5 * GAP), Some(Duration::ZERO));
     }
 
     #[test]
@@ -385,13 +386,13 @@ mod tests {
         let t0 = Instant::now();
         early.sent(t0);
         let wait = Duration::from_millis(70);
-        assert_eq!(early.idle(t0 + Duration::from_millis(30)), Some(wait));
-        // One wait at a time: its commit covers every partition that ran out meanwhile.
-        assert_eq!(early.idle(t0 + Duration::from_millis(50)), None);
+        assert_eq!(early.asked(t0 + Duration::from_millis(30)), Some(wait));
+        // One wait at a time: its commit covers every partition that asked meanwhile.
+        assert_eq!(early.asked(t0 + Duration::from_millis(50)), None);
         early.waited();
         early.sent(t0 + GAP);
         assert_eq!(
-            early.idle(t0 + GAP + Duration::from_millis(1)),
+            early.asked(t0 + GAP + Duration::from_millis(1)),
             Some(GAP - Duration::from_millis(1))
         );
     }
@@ -399,15 +400,15 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn early_commits_are_never_closer_than_a_tenth_of_the_interval(
-            idles in proptest::collection::vec(0u64..300, 1..60),
+            asks in proptest::collection::vec(0u64..300, 1..60),
         ) {
-            // Partitions run out of work at these gaps (ms); a commit goes out when `idle`
+            // Partitions keeping up ask at these gaps (ms); a commit goes out when `asked`
             // says so, at once or after its wait; the ticks are left out.
             let mut early = EarlyCommits::new(INTERVAL);
             let t0 = Instant::now();
             let (mut now, mut sent): (Instant, Vec<Instant>) = (t0, Vec::new());
             let mut pending: Option<Instant> = None;
-            for gap in idles {
+            for gap in asks {
                 now += Duration::from_millis(gap);
                 if let Some(at) = pending.filter(|at| *at <= now) {
                     early.waited();
@@ -415,7 +416,7 @@ mod tests {
                     sent.push(at);
                     pending = None;
                 }
-                match early.idle(now) {
+                match early.asked(now) {
                     Some(wait) if wait.is_zero() => {
                         early.sent(now);
                         sent.push(now);

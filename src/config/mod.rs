@@ -124,8 +124,9 @@ pub struct TuningArgs {
     #[arg(long = key::RETRY_MAX.long, env = key::RETRY_MAX.env,
           default_value = defaults::RETRY_MAX, value_parser = parse_duration)]
     pub retry_max: Duration,
-    /// How often moved watermarks are committed to Kafka. A partition that runs out of work is
-    /// committed at once, at most every tenth of this (and of 1s).
+    /// How often moved watermarks are committed to Kafka. A partition that keeps up with its
+    /// log (less than a batch waiting, nothing unresolved) is committed as its transactions
+    /// end, at most every tenth of this (and of 1s).
     #[arg(long = key::COMMIT_INTERVAL.long, env = key::COMMIT_INTERVAL.env,
           default_value = defaults::COMMIT_INTERVAL, value_parser = parse_duration)]
     pub commit_interval: Duration,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use history_consumer::domain::DuplicateCause;
 
 use crate::support::app::{spawn_app, spawn_app_with, test_settings};
+use crate::support::faults::Trigger;
 use crate::support::helpers::{test_database, unique_name, wait_for};
 use crate::support::kafka::on_both_brokers;
 use crate::support::kafka::{Broker, TestKafka, payload, story_900, story_901};
@@ -220,5 +221,69 @@ async fn a_partition_that_runs_out_of_work_commits_without_waiting_for_the_tick(
         kafka.send(&producer, Some(i % 2), "k", &body).await;
     }
     app.wait_committed(&kafka, &[155, 155]).await;
+    app.shutdown().await;
+}
+
+on_both_brokers!(a_partition_that_keeps_up_commits_as_its_transactions_end_though_never_idle);
+
+/// The commit interval is an hour, and each inbox transaction takes at least 100 ms (a trigger
+/// sleeps once per transaction) while a record arrives every few milliseconds: whenever a
+/// transaction ends, the next records are already queued, so the partition never runs out of
+/// work. It keeps up (far less than a batch waits), so its offsets are committed while the
+/// records still flow, not only once they stop.
+async fn a_partition_that_keeps_up_commits_as_its_transactions_end_though_never_idle(
+    broker: Broker,
+) {
+    const RECORDS: i64 = 600;
+    let db = test_database().await;
+    Trigger::before("slow_transaction", "INSERT", "history_events")
+        .running(
+            "IF current_setting('test.slept', true) IS DISTINCT FROM 'yes' THEN \
+               PERFORM pg_sleep(0.1); PERFORM set_config('test.slept', 'yes', true); \
+             END IF;",
+        )
+        .install(&db)
+        .await;
+    let kafka = TestKafka::start_on(broker, 1).await;
+    let group = unique_name("group");
+    let mut settings = test_settings(&db.url, &kafka, &group);
+    settings.runtime.commit_interval = Duration::from_secs(3600);
+    // Records reach the partition as they come: the mock answers a fetch that found nothing
+    // only after fetch.wait.max.ms (500 ms by default), which would bring them in bursts with
+    // the partition out of work in between.
+    settings.kafka.options.set("fetch.wait.max.ms", "10");
+    let app = spawn_app_with(settings).await;
+    app.wait_assigned(1).await;
+    let producer = kafka.producer();
+    let sent = std::cell::Cell::new(0);
+    let produce = async {
+        for i in 0..RECORDS {
+            let body = payload(&format!("e{i}"), "t", "a", "b", "2026-10-03T08:00:00Z");
+            kafka.send(&producer, Some(0), "k", &body).await;
+            sent.set(i + 1);
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+    };
+    let look = async {
+        while sent.get() < RECORDS / 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let committed = kafka.committed(&group).await;
+        (committed[0], sent.get())
+    };
+    let ((), (committed, sent_then)) = tokio::join!(produce, look);
+    assert!(
+        sent_then < RECORDS,
+        "the look at the committed offset came after the last record ({sent_then} sent)"
+    );
+    assert!(
+        committed > 0,
+        "nothing committed after {sent_then} records, with records still flowing"
+    );
+    app.wait_committed(&kafka, &[RECORDS]).await;
+    assert_eq!(
+        db.scalar("SELECT count(*) FROM history_events").await,
+        RECORDS
+    );
     app.shutdown().await;
 }

@@ -62,11 +62,11 @@ pub struct ReleasePartitions {
 #[rtype(result = "()")]
 pub struct CommitTick;
 
-/// A partition ran out of work (nothing queued, running or unresolved) after its outcomes
-/// were reported: its watermark may be committed before the next tick.
+/// A partition that keeps up with its log (nothing unresolved, less than a full batch queued)
+/// reported outcomes: its watermark may be committed before the next tick.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct PartitionIdle {
+pub struct PartitionKeepingUp {
     pub assignment: Assignment,
 }
 

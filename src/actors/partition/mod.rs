@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use super::checkpoint::Checkpoint;
 use super::messages::{
     ApplyAction, Assignment, BacklogResolved, DeadLetterRecord, Drain, Fetched, GetPartitionStatus,
-    KafkaLink, KafkaRequest, OutcomesReported, PartitionAction, PartitionIdle, SkipOutcome,
+    KafkaLink, KafkaRequest, OutcomesReported, PartitionAction, PartitionKeepingUp, SkipOutcome,
     SkipRefused, SkipReported, SkipTicket,
 };
 use super::status::{
@@ -89,8 +89,10 @@ pub struct PartitionActor {
     last_offset: Option<i64>,
     last_record_time: Option<DateTime<Utc>>,
     intake_stopped: bool,
-    /// Whether the schedule was idle at the end of the last `drive` (see `PartitionIdle`).
+    /// Whether the schedule was idle at the end of the last `drive` (see `PartitionKeepingUp`).
     idle: bool,
+    /// `units_done` when the checkpoint was last told the partition keeps up.
+    units_told: u64,
     /// Operators waiting for the outcome of their skip, by offset. Dropped with the actor (a
     /// revoke, a live rewind), they learn that the skip never ran.
     skips: BTreeMap<i64, Vec<oneshot::Sender<SkipOutcome>>>,
@@ -171,6 +173,7 @@ impl PartitionActor {
             failures: FailureLog::new(SUMMARY_EVERY),
             units: VecDeque::new(),
             units_done: 0,
+            units_told: 0,
             reports: Vec::new(),
         }
     }
@@ -227,11 +230,16 @@ impl PartitionActor {
                 records,
             });
         }
-        // Out of work: the checkpoint may commit now instead of at its next tick (after the
-        // outcomes, which `send_reports` sent ahead of this on the same mailbox).
+        // Keeping up with its log: the checkpoint may commit now instead of at its next tick
+        // (after the outcomes, which `send_reports` sent ahead of this on the same mailbox).
+        // Said when a unit was accounted for since it was last said, and when the partition
+        // runs out of work (a skip or a resolved retry moves the watermark too). A partition
+        // behind its log says nothing and is committed on the ticks.
         let idle = self.schedule.idle();
-        if idle && !self.idle {
-            self.deps.checkpoint.do_send(PartitionIdle {
+        let accounted = self.units_done > self.units_told;
+        if self.schedule.keeping_up() && (accounted || (idle && !self.idle)) {
+            self.units_told = self.units_done;
+            self.deps.checkpoint.do_send(PartitionKeepingUp {
                 assignment: self.assignment,
             });
         }

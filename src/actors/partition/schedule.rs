@@ -465,6 +465,13 @@ impl<W: Clone, Q> Schedule<W, Q> {
         self.queue.is_empty() && self.running.is_empty() && self.backlog.is_empty()
     }
 
+    /// Keeping up with its log: nothing unresolved and less than a full batch queued. A
+    /// partition behind its log (a backlog in Kafka, a slow database) has a full batch waiting
+    /// whenever a unit of work ends; one that keeps up takes what arrived meanwhile.
+    pub fn keeping_up(&self) -> bool {
+        self.backlog.is_empty() && self.queued_records < self.limits.batch_size
+    }
+
     pub fn phase(&self) -> Phase {
         if self.draining {
             Phase::Draining
@@ -622,6 +629,28 @@ mod tests {
         let mut s = schedule(2, 4, 10);
         s.receive(records(0..2));
         assert_eq!(batch_offsets(s.next(now)), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_partition_keeps_up_while_less_than_a_full_batch_waits_and_nothing_is_unresolved() {
+        let mut s = schedule(16, 4, 10);
+        let now = Instant::now();
+        assert!(s.keeping_up() && s.idle());
+        s.receive(records(0..8));
+        assert!(!s.keeping_up(), "two full batches wait");
+        assert_eq!(batch_offsets(s.next(now)), vec![0, 1, 2, 3]);
+        assert!(!s.keeping_up(), "a full batch waits for the running one");
+        s.finished();
+        assert_eq!(batch_offsets(s.next(now)), vec![4, 5, 6, 7]);
+        s.receive(records(8..11));
+        assert!(
+            s.keeping_up(),
+            "what arrived meanwhile is less than a batch"
+        );
+        assert!(!s.idle());
+        s.unknown(4, "work", unavailable(), now, 0.5);
+        s.finished();
+        assert!(!s.keeping_up(), "a record waits for its retry");
     }
 
     #[test]
