@@ -61,6 +61,12 @@ impl Tracked {
 /// The longest gap kept between a commit and an early one (see the module docs).
 pub const EARLY_COMMIT_GAP: Duration = Duration::from_millis(100);
 
+/// The least gap between a commit and an early one at commit interval `interval`: a tenth of
+/// it, at most [`EARLY_COMMIT_GAP`].
+pub fn early_commit_gap(interval: Duration) -> Duration {
+    (interval / 10).min(EARLY_COMMIT_GAP)
+}
+
 /// When watermarks may be committed between ticks because a partition keeps up: at once, unless a commit was sent less than `min_gap` ago, then once `min_gap` has passed since
 /// it (one such wait at a time). Pure: the actor asks it and keeps the time.
 #[derive(Debug)]
@@ -73,7 +79,7 @@ struct EarlyCommits {
 impl EarlyCommits {
     fn new(interval: Duration) -> EarlyCommits {
         EarlyCommits {
-            min_gap: (interval / 10).min(EARLY_COMMIT_GAP),
+            min_gap: early_commit_gap(interval),
             last_sent: None,
             waiting: false,
         }

@@ -743,9 +743,11 @@ fn method(report: &Report) -> Vec<String> {
             "Latency: a fresh topic and database; a producer offers {:.0} % of the default \
              case's rate, first for a warm-up, then for the measured window; per record, when \
              its offset was first seen committed minus when it was handed to the producer. \
-             Offsets are committed every {} ms, so that interval is part of it.",
+             Offsets are committed every {} ms, and, while a partition keeps up with its log \
+             (less than a batch waiting), as its transactions end, at most every {} ms.",
             setup.latency_load * 100.0,
-            setup.commit_interval.as_millis()
+            setup.commit_interval.as_millis(),
+            crate::actors::checkpoint::early_commit_gap(setup.commit_interval).as_millis()
         ),
         "TLS: the default case's records (a topic of their own for each pair of runs) consumed \
          by two consumer groups into two fresh databases of the same server, one connecting \
