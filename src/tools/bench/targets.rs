@@ -47,6 +47,12 @@ impl Goal {
             Goal::Below(goal) => measured < goal,
         }
     }
+
+    fn value(self) -> f64 {
+        match self {
+            Goal::AtLeast(v) | Goal::AtMost(v) | Goal::Below(v) => v,
+        }
+    }
 }
 
 /// How a measure is written.
@@ -60,12 +66,18 @@ pub enum Unit {
 
 impl Unit {
     pub fn format(self, value: f64) -> String {
-        match self {
-            Unit::Ratio => format!("{value:.2}"),
-            Unit::Megabytes => format!("{value:.0} MB"),
-            Unit::Milliseconds => format!("{value:.0} ms"),
-            Unit::Microseconds => format!("{value:.1} µs"),
-        }
+        self.format_with(value, 0)
+    }
+
+    /// `value` with `extra` more decimals than the unit's own.
+    fn format_with(self, value: f64, extra: usize) -> String {
+        let (decimals, suffix) = match self {
+            Unit::Ratio => (2, ""),
+            Unit::Megabytes => (0, " MB"),
+            Unit::Milliseconds => (0, " ms"),
+            Unit::Microseconds => (1, " µs"),
+        };
+        format!("{value:.*}{suffix}", decimals + extra)
     }
 }
 
@@ -101,8 +113,17 @@ impl Target {
         }
     }
 
+    /// The measure, with more decimals while the unit's own would write it as the goal
+    /// ("150 MB < 150 MB" for 149.6 MB).
     pub fn measured_text(&self) -> String {
-        self.measured.map_or("—".into(), |m| self.unit.format(m))
+        let Some(measured) = self.measured else {
+            return "—".into();
+        };
+        let goal = self.goal.value();
+        (0..=3)
+            .map(|extra| (extra, self.unit.format_with(measured, extra)))
+            .find(|(extra, text)| measured == goal || *text != self.unit.format_with(goal, *extra))
+            .map_or_else(|| self.unit.format(measured), |(_, text)| text)
     }
 
     pub fn goal_text(&self) -> String {
@@ -577,6 +598,27 @@ mod tests {
 
     fn verdicts(report: &Report) -> Vec<&'static str> {
         targets(report).iter().map(Target::verdict).collect()
+    }
+
+    #[test]
+    fn a_measure_next_to_its_goal_gets_the_decimals_that_tell_them_apart() {
+        let rss = |measured| {
+            Target::new(
+                "peak RSS".into(),
+                Some(measured),
+                Unit::Megabytes,
+                Goal::Below(150.0),
+            )
+        };
+        assert_eq!(rss(149.64).measured_text(), "149.6 MB");
+        assert_eq!(rss(150.2).measured_text(), "150.2 MB");
+        assert_eq!(rss(120.4).measured_text(), "120 MB");
+        assert_eq!(rss(150.0).measured_text(), "150 MB");
+        let ratio = Target::new("r".into(), Some(0.8996), Unit::Ratio, Goal::AtLeast(0.9));
+        assert_eq!(
+            (ratio.measured_text(), ratio.verdict()),
+            ("0.8996".into(), "MISSED")
+        );
     }
 
     #[test]
