@@ -67,8 +67,9 @@ pub fn early_commit_gap(interval: Duration) -> Duration {
     (interval / 10).min(EARLY_COMMIT_GAP)
 }
 
-/// When watermarks may be committed between ticks because a partition keeps up: at once, unless a commit was sent less than `min_gap` ago, then once `min_gap` has passed since
-/// it (one such wait at a time). Pure: the actor asks it and keeps the time.
+/// When watermarks may be committed between ticks because a partition keeps up: at once,
+/// unless a commit was sent less than `min_gap` ago, then once `min_gap` has passed since it
+/// (one such wait at a time). Pure: the actor asks it and keeps the time.
 #[derive(Debug)]
 struct EarlyCommits {
     min_gap: Duration,

@@ -287,8 +287,11 @@ impl PartitionActor {
                 .collect(),
         );
         let ids = if self.deps.limits.batches_in_flight > 1 {
-            let ids = batch.iter().filter_map(|(_, w)| w.event_id()).map(id_hash);
-            ids.collect()
+            batch
+                .iter()
+                .filter_map(|(_, w)| w.event_id())
+                .map(id_hash)
+                .collect()
         } else {
             Vec::new()
         };

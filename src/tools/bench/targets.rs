@@ -120,10 +120,10 @@ impl Target {
             return "—".into();
         };
         let goal = self.goal.value();
-        (0..=3)
-            .map(|extra| (extra, self.unit.format_with(measured, extra)))
-            .find(|(extra, text)| measured == goal || *text != self.unit.format_with(goal, *extra))
-            .map_or_else(|| self.unit.format(measured), |(_, text)| text)
+        let apart =
+            |extra| self.unit.format_with(measured, extra) != self.unit.format_with(goal, extra);
+        let extra = (0..3).find(|&e| measured == goal || apart(e)).unwrap_or(3);
+        self.unit.format_with(measured, extra)
     }
 
     pub fn goal_text(&self) -> String {
