@@ -23,6 +23,8 @@
 //! waits for this one (a partition starts a batch once the one before holds its markers: see
 //! [`MarkersHeld`]), so the exception adds no lock cycle; the outcomes stay the unique index's.
 
+use std::cmp::Ordering;
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use futures::TryStreamExt;
@@ -234,32 +236,70 @@ fn plan<'a>(items: &[BatchItem<'a>], elsewhere: &HeldElsewhere) -> Plan<'a> {
     }
 }
 
-/// Where `event_id` (UTF-8 bytes) is in the planned events: two runs, split at `split`, each
-/// sorted by id, each id once (text sorts as its UTF-8 bytes do).
-fn position(events: &[(&TicketEvent, Origin)], split: usize, event_id: &[u8]) -> Option<usize> {
-    let search = |run: &[(&TicketEvent, Origin)]| {
-        run.binary_search_by(|(event, _)| event.event_id().as_bytes().cmp(event_id))
-            .ok()
-    };
-    let (clear, held) = events.split_at(split);
-    search(clear).or_else(|| Some(split + search(held)?))
+/// The planned events' ids side by side in one buffer, copied when the batch is planned (its
+/// payloads in the CPU's caches). The ids an insert returns are found among these: by the time
+/// its rows come back, the database has run on the same cores, and comparing against each
+/// record's own payload cost a cache miss per returned row.
+struct PlannedIds {
+    bytes: Vec<u8>,
+    /// Where each id ends in `bytes`, in the planned order.
+    ends: Vec<usize>,
+}
+
+impl PlannedIds {
+    fn new(events: &[(&TicketEvent, Origin)]) -> PlannedIds {
+        let mut bytes = Vec::with_capacity(events.iter().map(|(e, _)| e.event_id().len()).sum());
+        let ends = events
+            .iter()
+            .map(|(event, _)| {
+                bytes.extend_from_slice(event.event_id().as_bytes());
+                bytes.len()
+            })
+            .collect();
+        PlannedIds { bytes, ends }
+    }
+
+    /// The id planned at `slot`.
+    fn get(&self, slot: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(slot)?;
+        let start = slot.checked_sub(1).map_or(0, |before| self.ends[before]);
+        Some(&self.bytes[start..end])
+    }
+
+    /// Where `event_id` (UTF-8 bytes) is: two runs, split at `split`, each sorted by id, each
+    /// id once (text sorts as its UTF-8 bytes do).
+    fn position(&self, split: usize, event_id: &[u8]) -> Option<usize> {
+        let search = |run: std::ops::Range<usize>| {
+            let (mut low, mut high) = (run.start, run.end);
+            while low < high {
+                let middle = low + (high - low) / 2;
+                match self.get(middle)?.cmp(event_id) {
+                    Ordering::Less => low = middle + 1,
+                    Ordering::Greater => high = middle,
+                    Ordering::Equal => return Some(middle),
+                }
+            }
+            None
+        };
+        search(0..split).or_else(|| search(split..self.ends.len()))
+    }
 }
 
 /// Finds the ids an insert returned among the planned events. PostgreSQL returns the rows of
 /// an `INSERT ... SELECT` in the order it inserted them, which is the planned order, so the
 /// slot after the previous one found is tried before a binary search; any order gives the
 /// same answer.
-struct Returned<'p, 'a> {
-    events: &'p [(&'a TicketEvent, Origin)],
+struct Returned<'p> {
+    ids: &'p PlannedIds,
     split: usize,
     next: usize,
 }
 
-impl Returned<'_, '_> {
+impl Returned<'_> {
     fn position(&mut self, event_id: &[u8]) -> Option<usize> {
-        let found = match self.events.get(self.next) {
-            Some((event, _)) if event.event_id().as_bytes() == event_id => self.next,
-            _ => position(self.events, self.split, event_id)?,
+        let found = match self.ids.get(self.next) {
+            Some(id) if id == event_id => self.next,
+            _ => self.ids.position(self.split, event_id)?,
         };
         self.next = found + 1;
         Some(found)
@@ -282,8 +322,9 @@ async fn write(
         let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
         let failed = PgInboxError::at(Step::InsertMarker);
         let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
+        let planned = PlannedIds::new(events);
         let mut returned = Returned {
-            events,
+            ids: &planned,
             split,
             next: 0,
         };
@@ -392,8 +433,9 @@ mod tests {
             .collect();
         assert_eq!(planned, [("a", 2), ("b", 1)]);
         assert!(letters.is_empty());
-        assert_eq!(position(&events, 2, b"b"), Some(1));
-        assert_eq!(position(&events, 2, b"c"), None);
+        let ids = PlannedIds::new(&events);
+        assert_eq!(ids.position(2, b"b"), Some(1));
+        assert_eq!(ids.position(2, b"c"), None);
     }
 
     #[test]
@@ -425,13 +467,13 @@ mod tests {
                 Slot::Repeat
             ]
         );
+        let ids = PlannedIds::new(&plan.events);
         for (slot, id) in planned.iter().enumerate() {
-            assert_eq!(
-                position(&plan.events, plan.split, id.as_bytes()),
-                Some(slot)
-            );
+            assert_eq!(ids.get(slot), Some(id.as_bytes()));
+            assert_eq!(ids.position(plan.split, id.as_bytes()), Some(slot));
         }
-        assert_eq!(position(&plan.events, plan.split, b"e"), None);
+        assert_eq!(ids.position(plan.split, b"e"), None);
+        assert_eq!(ids.get(planned.len()), None);
     }
 
     #[test]
@@ -495,11 +537,12 @@ mod tests {
             let expected_names: Vec<String> = expected.iter().map(|&i| name(i)).collect();
             proptest::prop_assert_eq!(planned, expected_names);
             let linear = |id: &[u8]| plan.events.iter().position(|(e, _)| e.event_id().as_bytes() == id);
-            let mut returned = Returned { events: &plan.events, split: plan.split, next: 0 };
+            let planned_ids = PlannedIds::new(&plan.events);
+            let mut returned = Returned { ids: &planned_ids, split: plan.split, next: 0 };
             for &i in &asked {
                 proptest::prop_assert_eq!(returned.position(name(i).as_bytes()), linear(name(i).as_bytes()));
             }
-            let mut in_order = Returned { events: &plan.events, split: plan.split, next: 0 };
+            let mut in_order = Returned { ids: &planned_ids, split: plan.split, next: 0 };
             for (slot, &i) in expected.iter().enumerate() {
                 proptest::prop_assert_eq!(in_order.position(name(i).as_bytes()), Some(slot));
             }
@@ -520,6 +563,7 @@ mod tests {
             let elsewhere =
                 HeldElsewhere::new(held.iter().map(|i| id_hash(&format!("e{i}"))).collect());
             let plan = plan(&items, &elsewhere);
+            let ids = PlannedIds::new(&plan.events);
             let inserted = &inserted[..plan.events.len()];
             // Each item's id looked up in the plan: only the first item that carries a new id
             // is applied.
@@ -527,7 +571,7 @@ mod tests {
             let searched: Vec<BatchOutcome> = events
                 .iter()
                 .map(|event| {
-                    let i = position(&plan.events, plan.split, event.event_id().as_bytes()).unwrap();
+                    let i = ids.position(plan.split, event.event_id().as_bytes()).unwrap();
                     let first = !std::mem::replace(&mut seen[i], true);
                     if first && inserted[i] { BatchOutcome::Applied } else { BatchOutcome::AlreadyApplied }
                 })

@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 
 use super::Origin;
+use super::batch::id_hash;
 use super::duplicates::cause_of_repeat;
 use crate::domain::{DuplicateCause, TicketEvent};
 
@@ -20,17 +21,54 @@ use crate::domain::{DuplicateCause, TicketEvent};
 /// its event's text, which shares its record's payload: a few hundred bytes each.
 pub const REMEMBERED_PER_PARTITION: usize = 512;
 
-/// The events of the last batches applied, each batch's sorted by event id (see the module
-/// docs). Remembering costs a clone of each event (its text is shared, not copied) and a sort
-/// of ids that mostly arrive in order; a lookup is a binary search per batch kept.
+/// The events of the last batches applied, each batch with its events' id hashes sorted (see
+/// the module docs). Remembering costs a clone of each event (its text is shared, not copied)
+/// and a hash of its id; a lookup is a binary search of hashes per batch kept, and one
+/// comparison of ids per hash found. The hashes sit side by side, so a lookup touches no
+/// remembered event's text but the one it finds: that text was read when its batch ran, and
+/// the database has used the same cores since.
 #[derive(Debug)]
 pub struct RecentlyApplied {
     capacity: usize,
-    /// Each batch with its lowest offset, in that order: batches in flight together may commit
-    /// in either order.
-    batches: VecDeque<(i64, Vec<(TicketEvent, Origin)>)>,
+    /// In the order of their lowest offsets: batches in flight together may commit in either
+    /// order.
+    batches: VecDeque<Batch>,
     /// The events in `batches`.
     len: usize,
+}
+
+#[derive(Debug)]
+struct Batch {
+    lowest: i64,
+    /// In the order remembered.
+    events: Vec<(TicketEvent, Origin)>,
+    /// Each event's id hash and its place in `events`, sorted: of an id given twice, the first
+    /// comes first.
+    hashes: Vec<(u64, u32)>,
+}
+
+impl Batch {
+    /// The first event remembered whose id is `id` (hashed: `hash`).
+    fn find(&self, id: &str, hash: u64) -> Option<&(TicketEvent, Origin)> {
+        find_hashed(&self.hashes, hash, |place| {
+            let found = &self.events[place];
+            (found.0.event_id() == id).then_some(found)
+        })
+    }
+}
+
+/// The first of the entries hashed `hash` (sorted as [`Batch::hashes`]) that `matches`
+/// accepts: a hash may be shared by other ids.
+fn find_hashed<T>(
+    hashes: &[(u64, u32)],
+    hash: u64,
+    matches: impl Fn(usize) -> Option<T>,
+) -> Option<T> {
+    let from = hashes.partition_point(|(h, _)| *h < hash);
+    hashes[from..]
+        .iter()
+        .take_while(|(h, _)| *h == hash)
+        .find_map(|(_, place)| matches(*place as usize))
 }
 
 impl Default for RecentlyApplied {
@@ -55,27 +93,33 @@ impl RecentlyApplied {
         if self.capacity == 0 {
             return;
         }
-        let mut batch: Vec<(TicketEvent, Origin)> = applied
+        let events: Vec<(TicketEvent, Origin)> = applied
             .into_iter()
             .map(|(event, origin)| (event.clone(), origin))
             .collect();
-        if batch.is_empty() {
+        let Some(lowest) = events.iter().map(|(_, o)| o.offset).min() else {
             return;
-        }
-        let lowest = batch
+        };
+        let mut hashes: Vec<(u64, u32)> = events
             .iter()
-            .map(|(_, o)| o.offset)
-            .min()
-            .unwrap_or_default();
-        let place = self.batches.partition_point(|(kept, _)| *kept < lowest);
-        // Stable, so that of an id given twice the first stays first.
-        batch.sort_by(|a, b| a.0.event_id().cmp(b.0.event_id()));
-        self.len += batch.len();
-        self.batches.insert(place, (lowest, batch));
-        while let Some((_, oldest)) = self.batches.front()
-            && self.len - oldest.len() >= self.capacity
+            .zip(0u32..)
+            .map(|((event, _), place)| (id_hash(event.event_id()), place))
+            .collect();
+        hashes.sort_unstable();
+        let place = self.batches.partition_point(|kept| kept.lowest < lowest);
+        self.len += events.len();
+        self.batches.insert(
+            place,
+            Batch {
+                lowest,
+                events,
+                hashes,
+            },
+        );
+        while let Some(oldest) = self.batches.front()
+            && self.len - oldest.events.len() >= self.capacity
         {
-            self.len -= oldest.len();
+            self.len -= oldest.events.len();
             self.batches.pop_front();
         }
     }
@@ -83,19 +127,13 @@ impl RecentlyApplied {
     /// The cause of a duplicate of `event` delivered at `origin`, if its first copy is
     /// remembered.
     pub fn cause(&self, event: &TicketEvent, origin: Origin) -> Option<DuplicateCause> {
-        // An id's marker is inserted once: at most one batch holds it. A batch whose id range
-        // leaves the id out is passed over with two comparisons (with ordered ids, all but
-        // one are).
-        let id = event.event_id();
-        self.batches.iter().find_map(|(_, batch)| {
-            let (lowest, highest) = (batch.first()?, batch.last()?);
-            if id < lowest.0.event_id() || id > highest.0.event_id() {
-                return None;
-            }
-            let found = batch.partition_point(|(e, _)| e.event_id() < id);
-            let (first, first_origin) = batch.get(found)?;
-            (first.event_id() == id).then(|| cause_of_repeat(first, *first_origin, event, origin))
-        })
+        if self.batches.is_empty() {
+            return None;
+        }
+        // An id's marker is inserted once: at most one batch holds it.
+        let (id, hash) = (event.event_id(), id_hash(event.event_id()));
+        let (first, first_origin) = self.batches.iter().find_map(|batch| batch.find(id, hash))?;
+        Some(cause_of_repeat(first, *first_origin, event, origin))
     }
 
     /// The events remembered.
@@ -115,6 +153,37 @@ mod tests {
 
     fn event(n: u32) -> TicketEvent {
         crate::inbox::fixtures::event(&format!("event-{n}"))
+    }
+
+    #[test]
+    fn a_hash_shared_by_other_ids_finds_the_first_entry_that_matches() {
+        // Places 0 and 2 share hash 7; place 1 has another.
+        let hashes = [(3, 1), (7, 0), (7, 2)];
+        let ids = ["a", "b", "c"];
+        let find = |hash: u64, id: &str| {
+            find_hashed(&hashes, hash, |place| (ids[place] == id).then_some(place))
+        };
+        assert_eq!(find(7, "a"), Some(0));
+        assert_eq!(find(7, "c"), Some(2));
+        assert_eq!(find(7, "b"), None);
+        assert_eq!(find(3, "b"), Some(1));
+        assert_eq!(find(5, "a"), None);
+        assert_eq!(find(9, "a"), None);
+    }
+
+    #[test]
+    fn of_an_id_remembered_twice_in_one_batch_the_first_gives_the_cause() {
+        let mut applied = RecentlyApplied::with_capacity(4);
+        let changed = event(1).with_to_status("closed");
+        applied.remember([(&event(1), at(7)), (&changed, at(8))]);
+        assert_eq!(
+            applied.cause(&event(1), at(9)),
+            Some(DuplicateCause::Republish)
+        );
+        assert_eq!(
+            applied.cause(&changed, at(9)),
+            Some(DuplicateCause::Conflicting)
+        );
     }
 
     #[test]
