@@ -87,6 +87,14 @@ impl Work {
         }
     }
 
+    /// The event id's hash ([`crate::domain::event::id_hash`]), if the record is an event.
+    pub fn id_hash(&self) -> Option<u32> {
+        match self {
+            Work::Event { event, .. } => Some(event.id_hash()),
+            Work::DeadLetter { .. } => None,
+        }
+    }
+
     /// Why the record is a dead letter, if it is one.
     pub fn rejection_reason(&self) -> Option<RejectReason> {
         match self {

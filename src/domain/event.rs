@@ -39,6 +39,34 @@ pub struct TicketEvent {
     text: Bytes,
     spans: Spans,
     pub changed_at: DateTime<Utc>,
+    /// [`id_hash`] of `event_id`, taken while the text is at hand (see there).
+    id_hash: u32,
+}
+
+/// A hash of an event id. Taken once, when the event is made, while its text is in the CPU's
+/// caches; a partition's batches sort and search these instead of the ids (ids held by its
+/// other open batches, the events it applied lately), which would read each record's payload
+/// again long after. Two ids may share a hash: every use compares the ids themselves on a
+/// match, or loses nothing but an order. Eight bytes at a time (FxHash's step) and folded to 32
+/// bits, so that it fits the event's padding.
+pub fn id_hash(event_id: &str) -> u32 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let step = |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(K);
+    let bytes = event_id.as_bytes();
+    let mut chunks = bytes.chunks_exact(8);
+    let mut hash = (&mut chunks).fold(bytes.len() as u64, |hash, chunk| {
+        step(
+            hash,
+            u64::from_le_bytes(chunk.try_into().expect("eight bytes")),
+        )
+    });
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut last = [0u8; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        hash = step(hash, u64::from_le_bytes(last));
+    }
+    ((hash >> 32) ^ hash) as u32
 }
 
 /// The text fields' names, in the order [`Spans`] keeps them.
@@ -79,6 +107,7 @@ impl TicketEvent {
             text.extend_from_slice(field.as_bytes());
         }
         TicketEvent {
+            id_hash: id_hash(fields[0]),
             text: Bytes::from(text),
             spans: Spans(spans),
             changed_at,
@@ -108,6 +137,7 @@ impl TicketEvent {
             };
         }
         Some(TicketEvent {
+            id_hash: id_hash(fields[0]),
             text: payload.clone(),
             spans: Spans(spans),
             changed_at,
@@ -124,6 +154,11 @@ impl TicketEvent {
     /// The identity the inbox deduplicates on.
     pub fn event_id(&self) -> &str {
         self.field(0)
+    }
+
+    /// [`id_hash`] of the event id.
+    pub fn id_hash(&self) -> u32 {
+        self.id_hash
     }
 
     pub fn ticket_id(&self) -> &str {
@@ -424,6 +459,7 @@ impl TicketEvent {
             return None;
         }
         Some(TicketEvent {
+            id_hash: id_hash(event_id.text),
             text: payload.clone(),
             spans: Spans([
                 event_id.span,
@@ -674,6 +710,37 @@ mod tests {
         assert_eq!(event.from_status(), "open");
         assert_eq!(event.to_status(), "resolved");
         assert_eq!(event.changed_at.to_rfc3339(), "2026-10-03T08:00:00+00:00");
+    }
+
+    #[test]
+    fn an_event_keeps_its_ids_hash_however_it_was_made() {
+        let parsed = TicketEvent::parse(STORY_900.as_bytes(), LIMIT).unwrap();
+        assert_eq!(parsed.id_hash(), id_hash("event-ticket-900"));
+        let escaped = STORY_900.replace("event-ticket-900", "event-ticket-\\u0039\\u0030\\u0030");
+        let unescaped = TicketEvent::parse(escaped.as_bytes(), LIMIT).unwrap();
+        assert_eq!(unescaped.event_id(), "event-ticket-900");
+        assert_eq!(unescaped.id_hash(), parsed.id_hash());
+        let renamed = parsed.with_event_id("another");
+        assert_eq!(renamed.id_hash(), id_hash("another"));
+        assert_eq!(renamed.with_ticket_id("t").id_hash(), id_hash("another"));
+    }
+
+    #[test]
+    fn the_id_hash_reads_every_byte_and_the_length() {
+        // Ids of each length up to three words, each differing from the one before in one
+        // byte, or in its length alone (trailing zero bytes fill the last word).
+        let mut seen = std::collections::HashSet::new();
+        for len in 0..24 {
+            let base = "a".repeat(len);
+            assert!(seen.insert(id_hash(&base)), "length {len}");
+            for at in 0..len {
+                let mut changed = base.clone().into_bytes();
+                changed[at] = b'b';
+                let changed = String::from_utf8(changed).unwrap();
+                assert!(seen.insert(id_hash(&changed)), "{changed}");
+            }
+            assert_ne!(id_hash(&format!("{base}\u{0}")), id_hash(&base));
+        }
     }
 
     #[test]

@@ -13,7 +13,6 @@
 use std::collections::VecDeque;
 
 use super::Origin;
-use super::batch::id_hash;
 use super::duplicates::cause_of_repeat;
 use crate::domain::{DuplicateCause, TicketEvent};
 
@@ -44,12 +43,12 @@ struct Batch {
     events: Vec<(TicketEvent, Origin)>,
     /// Each event's id hash and its place in `events`, sorted: of an id given twice, the first
     /// comes first.
-    hashes: Vec<(u64, u32)>,
+    hashes: Vec<(u32, u32)>,
 }
 
 impl Batch {
     /// The first event remembered whose id is `id` (hashed: `hash`).
-    fn find(&self, id: &str, hash: u64) -> Option<&(TicketEvent, Origin)> {
+    fn find(&self, id: &str, hash: u32) -> Option<&(TicketEvent, Origin)> {
         find_hashed(&self.hashes, hash, |place| {
             let found = &self.events[place];
             (found.0.event_id() == id).then_some(found)
@@ -60,8 +59,8 @@ impl Batch {
 /// The first of the entries hashed `hash` (sorted as [`Batch::hashes`]) that `matches`
 /// accepts: a hash may be shared by other ids.
 fn find_hashed<T>(
-    hashes: &[(u64, u32)],
-    hash: u64,
+    hashes: &[(u32, u32)],
+    hash: u32,
     matches: impl Fn(usize) -> Option<T>,
 ) -> Option<T> {
     let from = hashes.partition_point(|(h, _)| *h < hash);
@@ -100,10 +99,10 @@ impl RecentlyApplied {
         let Some(lowest) = events.iter().map(|(_, o)| o.offset).min() else {
             return;
         };
-        let mut hashes: Vec<(u64, u32)> = events
+        let mut hashes: Vec<(u32, u32)> = events
             .iter()
             .zip(0u32..)
-            .map(|((event, _), place)| (id_hash(event.event_id()), place))
+            .map(|((event, _), place)| (event.id_hash(), place))
             .collect();
         hashes.sort_unstable();
         let place = self.batches.partition_point(|kept| kept.lowest < lowest);
@@ -131,7 +130,7 @@ impl RecentlyApplied {
             return None;
         }
         // An id's marker is inserted once: at most one batch holds it.
-        let (id, hash) = (event.event_id(), id_hash(event.event_id()));
+        let (id, hash) = (event.event_id(), event.id_hash());
         let (first, first_origin) = self.batches.iter().find_map(|batch| batch.find(id, hash))?;
         Some(cause_of_repeat(first, *first_origin, event, origin))
     }
@@ -160,7 +159,7 @@ mod tests {
         // Places 0 and 2 share hash 7; place 1 has another.
         let hashes = [(3, 1), (7, 0), (7, 2)];
         let ids = ["a", "b", "c"];
-        let find = |hash: u64, id: &str| {
+        let find = |hash: u32, id: &str| {
             find_hashed(&hashes, hash, |place| (ids[place] == id).then_some(place))
         };
         assert_eq!(find(7, "a"), Some(0));

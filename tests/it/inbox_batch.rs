@@ -10,7 +10,7 @@ use history_consumer::domain::{DeadLetter, RejectReason, Rejection, TicketEvent}
 use history_consumer::inbox::MarkersHeld;
 use history_consumer::inbox::Origin;
 use history_consumer::inbox::batch::{
-    BatchItem, BatchOutcome, HeldElsewhere, id_hash, process_batch, process_batch_telling,
+    BatchItem, BatchOutcome, HeldElsewhere, process_batch, process_batch_telling,
 };
 use history_consumer::inbox::duplicates::classify_many;
 use history_consumer::inbox::recently_applied::RecentlyApplied;
@@ -466,7 +466,7 @@ async fn a_batch_inserts_the_ids_an_earlier_open_batch_may_hold_after_its_own() 
         let later = [shared.clone(), own.clone()];
         let items = events_at(&later, 20);
         let elsewhere = if hinted {
-            HeldElsewhere::new(vec![id_hash(shared.event_id())])
+            HeldElsewhere::new(vec![shared.id_hash()])
         } else {
             HeldElsewhere::default()
         };

@@ -41,7 +41,7 @@ use crate::domain::{
 };
 use crate::inbox::MarkersHeld;
 use crate::inbox::PgInboxError;
-use crate::inbox::batch::{HeldElsewhere, id_hash};
+use crate::inbox::batch::HeldElsewhere;
 use crate::inbox::guards::{self, GuardRow};
 use crate::inbox::recently_applied::RecentlyApplied;
 use crate::metrics::{Metrics, PartitionMetrics};
@@ -119,13 +119,13 @@ enum Unit {
     /// Still running, with the hashed ids of the events it inserts: a unit started beside it
     /// inserts those ids last (see [`HeldElsewhere`]). Kept only when several batches may be
     /// in flight (empty otherwise).
-    Running(Vec<u64>),
+    Running(Vec<u32>),
     /// Finished, waiting for the units started before it.
     Done(UnitDone),
 }
 
 impl Unit {
-    fn running_ids(&self) -> &[u64] {
+    fn running_ids(&self) -> &[u32] {
         match self {
             Unit::Running(ids) => ids,
             Unit::Done(_) => &[],
@@ -287,11 +287,7 @@ impl PartitionActor {
                 .collect(),
         );
         let ids = if self.deps.limits.batches_in_flight > 1 {
-            batch
-                .iter()
-                .filter_map(|(_, w)| w.event_id())
-                .map(id_hash)
-                .collect()
+            batch.iter().filter_map(|(_, w)| w.id_hash()).collect()
         } else {
             Vec::new()
         };
