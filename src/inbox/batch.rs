@@ -2,7 +2,9 @@
 //!
 //! One multi-row inbox insert (`ON CONFLICT DO NOTHING RETURNING event_id`), one multi-row
 //! history insert for exactly the ids that came back, one multi-row dead-letter insert, one
-//! commit. The unique index on `inbox.event_id` is still the only arbiter of "already seen":
+//! commit; the last three are sent together, in that order, once the markers' reply is in (see
+//! `write_and_commit`: one round trip for them, and a write that fails makes the COMMIT behind
+//! it roll back). The unique index on `inbox.event_id` is still the only arbiter of "already seen":
 //! an id comes back only when this transaction inserted its marker, and an id that does not
 //! come back is committed by someone else (an insert that meets an uncommitted marker waits for
 //! its transaction and proceeds if that one rolls back).
@@ -24,10 +26,12 @@
 //! [`MarkersHeld`]), so the exception adds no lock cycle; the outcomes stay the unique index's.
 
 use std::cmp::Ordering;
+use std::task::Poll;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use futures::TryStreamExt;
+use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
 
 use super::session::Session;
@@ -71,9 +75,10 @@ impl From<BatchOutcome> for Outcome {
     }
 }
 
-/// Event ids (their [`id_hash`]es) whose markers another open transaction of the same
-/// partition may hold: a batch inserts them after its other ids (see the module docs). A false
-/// positive (another id of the same hash) only moves an id later in the insert.
+/// Event ids, by their hashes ([`crate::domain::event::id_hash`]), whose markers another open
+/// transaction of the same partition may hold: a batch inserts them after its other ids (see
+/// the module docs). A false positive (another id of the same hash) only moves an id later in
+/// the insert.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldElsewhere(Vec<u32>);
 
@@ -132,27 +137,28 @@ pub async fn process_batch_telling(
         slots,
     } = plan(items, elsewhere);
     let mut transaction = Session::begin(pool).await?;
-    let written = write(transaction.client(), &events, split, &letters, held).await;
-    let inserted = match written {
-        // Nothing to commit (every event already stored, no dead letter): as SPEC §4's duplicate
-        // path, the outcomes are known without a commit and the rollback is cleanup only.
-        Ok(inserted) if !inserted.contains(&true) && letters.is_empty() => {
-            // Cleanup only: a failed rollback detaches the session and changes no outcome.
-            let _ = transaction.rollback().await;
-            inserted
-        }
-        Ok(inserted) => match transaction.commit().await {
-            Ok(()) => inserted,
-            Err(error) => {
-                let _ = transaction.rollback().await;
-                return Err(error);
-            }
-        },
+    let inserted = match insert_markers(transaction.client(), &events, split, held).await {
+        Ok(inserted) => inserted,
         Err(error) => {
             let _ = transaction.rollback().await;
             return Err(error);
         }
     };
+    let fresh: Vec<&TicketEvent> = events
+        .iter()
+        .zip(&inserted)
+        .filter(|(_, inserted)| **inserted)
+        .map(|((event, _), _)| *event)
+        .collect();
+    if fresh.is_empty() && letters.is_empty() {
+        // Nothing to commit (every event already stored, no dead letter): as SPEC §4's
+        // duplicate path, the outcomes are known without a commit and the rollback is cleanup
+        // only (a failed rollback detaches the session and changes no outcome).
+        let _ = transaction.rollback().await;
+    } else if let Err(error) = write_and_commit(&mut transaction, &fresh, &letters).await {
+        let _ = transaction.rollback().await;
+        return Err(error);
+    }
     let outcomes = outcomes(&slots, &inserted);
     debug_assert_eq!(outcomes.len(), items.len());
     Ok(outcomes)
@@ -300,64 +306,128 @@ impl Returned<'_> {
     }
 }
 
-/// The three inserts; returns, per planned event, whether this transaction inserted its
+/// The marker insert; returns, per planned event, whether this transaction inserted its
 /// marker.
-async fn write(
+async fn insert_markers(
     client: &Object,
     events: &[(&TicketEvent, Origin)],
     split: usize,
-    letters: &[&DeadLetter],
     mut held: MarkersHeld,
 ) -> Result<Vec<bool>, PgInboxError> {
     let mut inserted = vec![false; events.len()];
-    if !events.is_empty() {
-        let ids: Vec<Text> = events.iter().map(|(e, _)| Text(e.event_id())).collect();
-        let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
-        let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
-        let failed = PgInboxError::at(Step::InsertMarker);
-        let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
-        let planned = PlannedIds::new(events);
-        let mut returned = Returned {
-            ids: &planned,
-            split,
-            next: 0,
-        };
-        // Row by row as they come, not collected first. The markers are held once the last
-        // row is in (the statement has ended), not when the first reply comes: only then may a
-        // later batch insert.
-        let params: [&(dyn ToSql + Sync); 3] = [&ids, &partitions, &offsets];
-        let read = async {
-            let rows = client.query_raw(&statement, params).await?;
-            futures::pin_mut!(rows);
-            while let Some(row) = rows.try_next().await? {
-                let TextBytes(id) = row.try_get(0)?;
-                if let Some(i) = returned.position(id) {
-                    inserted[i] = true;
-                }
+    if events.is_empty() {
+        return Ok(inserted);
+    }
+    let ids: Vec<Text> = events.iter().map(|(e, _)| Text(e.event_id())).collect();
+    let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
+    let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
+    let failed = PgInboxError::at(Step::InsertMarker);
+    let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
+    let planned = PlannedIds::new(events);
+    let mut returned = Returned {
+        ids: &planned,
+        split,
+        next: 0,
+    };
+    // Row by row as they come, not collected first. The markers are held once the last row is
+    // in (the statement has ended), not when the first reply comes: only then may a later
+    // batch insert.
+    let params: [&(dyn ToSql + Sync); 3] = [&ids, &partitions, &offsets];
+    let read = async {
+        let rows = client.query_raw(&statement, params).await?;
+        futures::pin_mut!(rows);
+        while let Some(row) = rows.try_next().await? {
+            let TextBytes(id) = row.try_get(0)?;
+            if let Some(i) = returned.position(id) {
+                inserted[i] = true;
             }
-            Ok::<(), tokio_postgres::Error>(())
-        };
-        let read = read.await;
-        held.say();
-        read.map_err(PgInboxError::at(Step::InsertMarker))?;
-    }
-
-    let mut fresh: Vec<&TicketEvent> = Vec::with_capacity(events.len());
-    fresh.extend(
-        events
-            .iter()
-            .zip(&inserted)
-            .filter(|(_, inserted)| **inserted)
-            .map(|((event, _), _)| *event),
-    );
-    if !fresh.is_empty() {
-        save_history(client, &fresh).await?;
-    }
-
-    if !letters.is_empty() {
-        dead_letters::insert_all(client, letters).await?;
-    }
+        }
+        Ok::<(), tokio_postgres::Error>(())
+    };
+    let read = read.await;
+    held.say();
+    read.map_err(PgInboxError::at(Step::InsertMarker))?;
     Ok(inserted)
+}
+
+/// The history rows of the `fresh` events and the dead letters, then COMMIT, sent one behind
+/// the other without waiting for each reply: one round trip where there were three. The
+/// transaction stays whole:
+///
+/// - every statement is prepared before any is sent, so no preparation goes out after COMMIT;
+/// - COMMIT is sent only once each write is sent: tokio-postgres encodes and queues a
+///   statement before its future first waits, so a write still pending after one poll is on
+///   its way, and one that finished at once without a reply failed before it was sent (its
+///   parameters, or a closed connection), which ends this with COMMIT unsent;
+/// - a write that fails on the server aborts the transaction, and PostgreSQL answers the
+///   COMMIT that follows by rolling back: the write's own error is returned.
+///
+/// The session is committed only when every reply says so.
+async fn write_and_commit(
+    transaction: &mut Session,
+    fresh: &[&TicketEvent],
+    letters: &[&DeadLetter],
+) -> Result<(), PgInboxError> {
+    sent_together(transaction, fresh, letters).await?;
+    transaction.committed();
+    Ok(())
+}
+
+/// The writes and COMMIT of [`write_and_commit`], with every reply; `Ok` when all succeeded.
+async fn sent_together(
+    transaction: &Session,
+    fresh: &[&TicketEvent],
+    letters: &[&DeadLetter],
+) -> Result<(), PgInboxError> {
+    let client = transaction.client();
+    let history = match fresh {
+        [] => None,
+        _ => Some(prepare_history(client).await?),
+    };
+    let store = match letters {
+        [] => None,
+        _ => Some(dead_letters::prepare(client).await?),
+    };
+    let mut save = std::pin::pin!(async {
+        match &history {
+            Some(statement) => save_history_prepared(client, statement, fresh).await,
+            None => Ok(()),
+        }
+    });
+    let mut store = std::pin::pin!(async {
+        match &store {
+            Some(statement) => dead_letters::insert_prepared(client, statement, letters)
+                .await
+                .map(drop),
+            None => Ok(()),
+        }
+    });
+    let first = (
+        futures::poll!(save.as_mut()),
+        futures::poll!(store.as_mut()),
+    );
+    let (saved, stored) = match first {
+        (Poll::Ready(Err(error)), _) | (_, Poll::Ready(Err(error))) => return Err(error),
+        (saved, stored) => (saved, stored),
+    };
+    let (saved, stored, committed) = futures::join!(
+        async {
+            match saved {
+                Poll::Ready(result) => result,
+                Poll::Pending => save.await,
+            }
+        },
+        async {
+            match stored {
+                Poll::Ready(result) => result,
+                Poll::Pending => store.await,
+            }
+        },
+        transaction.send_commit(),
+    );
+    saved?;
+    stored?;
+    committed
 }
 
 /// SPEC §3 step 2 for `events`, in one statement (the SPEC §4 path passes one).
@@ -365,15 +435,32 @@ pub(super) async fn save_history(
     client: &Object,
     events: &[&TicketEvent],
 ) -> Result<(), PgInboxError> {
+    let statement = prepare_history(client).await?;
+    save_history_prepared(client, &statement, events).await
+}
+
+/// The history insert's statement, prepared on `client` (cached there).
+async fn prepare_history(client: &Object) -> Result<Statement, PgInboxError> {
+    client
+        .prepare_cached(SAVE_HISTORY)
+        .await
+        .map_err(PgInboxError::at(Step::InsertHistory))
+}
+
+/// SPEC §3 step 2 for `events` through `statement` (from [`prepare_history`] on `client`).
+/// Encodes and sends the statement before it first waits (see [`write_and_commit`]).
+async fn save_history_prepared(
+    client: &Object,
+    statement: &Statement,
+    events: &[&TicketEvent],
+) -> Result<(), PgInboxError> {
     let ids: Vec<Text> = events.iter().map(|e| Text(e.event_id())).collect();
     let tickets: Vec<Text> = events.iter().map(|e| Text(e.ticket_id())).collect();
     let from: Vec<Text> = events.iter().map(|e| Text(e.from_status())).collect();
     let to: Vec<Text> = events.iter().map(|e| Text(e.to_status())).collect();
     let changed_at: Vec<DateTime<Utc>> = events.iter().map(|e| e.changed_at).collect();
-    let failed = PgInboxError::at(Step::InsertHistory);
-    let statement = client.prepare_cached(SAVE_HISTORY).await.map_err(failed)?;
     client
-        .execute(&statement, &[&ids, &tickets, &from, &to, &changed_at])
+        .execute(statement, &[&ids, &tickets, &from, &to, &changed_at])
         .await
         .map_err(PgInboxError::at(Step::InsertHistory))?;
     Ok(())

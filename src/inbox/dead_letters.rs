@@ -2,6 +2,7 @@
 //! bytes and the reason, idempotently on (topic, partition, offset).
 
 use deadpool_postgres::{Object, Pool};
+use tokio_postgres::Statement;
 
 use super::PgInboxError;
 use super::sqlstate::Step;
@@ -23,6 +24,25 @@ pub async fn insert(client: &Object, letter: &DeadLetter) -> Result<bool, PgInbo
 
 /// Inserts `letters` on `client` in one statement; how many were new.
 pub async fn insert_all(client: &Object, letters: &[&DeadLetter]) -> Result<u64, PgInboxError> {
+    let statement = prepare(client).await?;
+    insert_prepared(client, &statement, letters).await
+}
+
+/// The insert's statement, prepared on `client` (cached there).
+pub async fn prepare(client: &Object) -> Result<Statement, PgInboxError> {
+    client
+        .prepare_cached(STORE_DEAD_LETTERS)
+        .await
+        .map_err(PgInboxError::at(Step::InsertDeadLetter))
+}
+
+/// Inserts `letters` through `statement` (from [`prepare`] on `client`). Encodes and sends the
+/// statement before it first waits, as a pipelined commit needs (see `inbox::batch`).
+pub async fn insert_prepared(
+    client: &Object,
+    statement: &Statement,
+    letters: &[&DeadLetter],
+) -> Result<u64, PgInboxError> {
     let topics: Vec<&str> = letters.iter().map(|l| l.topic.as_str()).collect();
     let partitions: Vec<i32> = letters.iter().map(|l| l.partition).collect();
     let offsets: Vec<i64> = letters.iter().map(|l| l.offset).collect();
@@ -36,14 +56,9 @@ pub async fn insert_all(client: &Object, letters: &[&DeadLetter]) -> Result<u64,
         .iter()
         .map(|l| l.rejection.message.as_str())
         .collect();
-    let failed = PgInboxError::at(Step::InsertDeadLetter);
-    let statement = client
-        .prepare_cached(STORE_DEAD_LETTERS)
-        .await
-        .map_err(failed)?;
     client
         .execute(
-            &statement,
+            statement,
             &[
                 &topics,
                 &partitions,

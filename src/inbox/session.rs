@@ -39,12 +39,24 @@ impl Session {
     /// Commits. On success the connection returns to the pool; on error the transaction may
     /// still be open and the session stays with the caller (for its rollback, or its drop).
     pub async fn commit(&mut self) -> Result<(), PgInboxError> {
+        self.send_commit().await?;
+        self.committed();
+        Ok(())
+    }
+
+    /// Sends COMMIT on the connection, behind whatever was sent before it, and waits for its
+    /// reply; the session stays open until [`Session::committed`] says it succeeded (a COMMIT
+    /// that follows a failed statement rolls back: only the caller knows which it was).
+    pub async fn send_commit(&self) -> Result<(), PgInboxError> {
         self.client()
             .batch_execute("COMMIT")
             .await
-            .map_err(PgInboxError::at(Step::Commit))?;
+            .map_err(PgInboxError::at(Step::Commit))
+    }
+
+    /// The transaction is committed: the connection returns to the pool.
+    pub fn committed(&mut self) {
         self.0 = None;
-        Ok(())
     }
 
     /// Rolls back. On success the connection returns to the pool; on error it is detached.

@@ -278,6 +278,50 @@ async fn a_failing_statement_fails_the_whole_batch_and_stores_nothing_of_it() {
 }
 
 #[tokio::test]
+async fn a_batchs_markers_history_rows_and_dead_letters_are_written_by_one_transaction() {
+    // The history rows, the dead letters and COMMIT go out together, behind the markers: the
+    // rows' xmin (the id of the transaction that wrote them) shows that none of them ran in a
+    // transaction of its own, as it would if COMMIT overtook a write.
+    let db = test_database_with(1).await;
+    let events: Vec<TicketEvent> = (0..20).map(event).collect();
+    let letter = dead_letter(30);
+    let mut items = events_at(&events, 0);
+    items.push(BatchItem::DeadLetter(&letter));
+    let outcomes = process_batch(&db.pool, &items).await.unwrap();
+    assert_eq!(outcomes.iter().filter(|o| **o == Applied).count(), 20);
+    let writers = db
+        .scalar(
+            "SELECT count(DISTINCT xmin::text) FROM \
+             (SELECT xmin FROM inbox UNION ALL SELECT xmin FROM history_events \
+              UNION ALL SELECT xmin FROM dead_letters) AS rows",
+        )
+        .await;
+    assert_eq!(writers, 1);
+    assert_eq!(stored(&db).await, (20, 20, 1));
+}
+
+#[tokio::test]
+async fn a_failing_dead_letter_insert_fails_the_whole_batch_and_stores_nothing_of_it() {
+    let db = test_database_with(1).await;
+    let events: Vec<TicketEvent> = (0..3).map(event).collect();
+    // PostgreSQL text cannot hold NUL: the dead-letter insert fails beside the history rows.
+    let mut broken = dead_letter(8);
+    broken.rejection.message = "nul\u{0}byte".into();
+    let mut items = events_at(&events, 0);
+    items.push(BatchItem::DeadLetter(&broken));
+
+    let failed = process_batch(&db.pool, &items).await;
+
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(stored(&db).await, (0, 0, 0));
+    // The only pooled connection came back outside any transaction.
+    items.pop();
+    let retried = process_batch(&db.pool, &items).await.unwrap();
+    assert_eq!(retried, [Applied, Applied, Applied]);
+    assert_eq!(stored(&db).await, (3, 3, 0));
+}
+
+#[tokio::test]
 async fn a_failed_commit_is_an_error_and_stores_nothing_of_the_batch() {
     let db = test_database_with(1).await;
     // A deferred constraint trigger makes COMMIT itself fail for one ticket.
