@@ -30,9 +30,7 @@ use std::task::Poll;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
-use futures::TryStreamExt;
 use tokio_postgres::Statement;
-use tokio_postgres::types::ToSql;
 
 use super::session::Session;
 
@@ -40,7 +38,7 @@ use super::contract::Origin;
 use super::dead_letters;
 use super::sqlstate::Step;
 use super::statements::{SAVE_HISTORY, TRY_INBOX};
-use super::text_values::{Text, TextBytes};
+use super::text_values::{Text, TextArrayBytes};
 use super::{MarkersHeld, PgInboxError};
 use crate::domain::DeadLetter;
 #[cfg(test)]
@@ -329,15 +327,13 @@ async fn insert_markers(
         split,
         next: 0,
     };
-    // Row by row as they come, not collected first. The markers are held once the last row is
-    // in (the statement has ended), not when the first reply comes: only then may a later
-    // batch insert.
-    let params: [&(dyn ToSql + Sync); 3] = [&ids, &partitions, &offsets];
+    // The markers are held once the statement has ended: only then may a later batch insert.
     let read = async {
-        let rows = client.query_raw(&statement, params).await?;
-        futures::pin_mut!(rows);
-        while let Some(row) = rows.try_next().await? {
-            let TextBytes(id) = row.try_get(0)?;
+        let row = client
+            .query_one(&statement, &[&ids, &partitions, &offsets])
+            .await?;
+        let returned_ids: Option<TextArrayBytes> = row.try_get(0)?;
+        for id in returned_ids.iter().flat_map(|ids| ids.iter()) {
             if let Some(i) = returned.position(id) {
                 inserted[i] = true;
             }

@@ -10,6 +10,7 @@ use super::contract::{InboxRepository, Origin};
 use super::session::Session;
 use super::sqlstate::Step;
 use super::statements::TRY_INBOX;
+use super::text_values::TextArrayBytes;
 use super::{MarkersHeld, PgInboxError};
 use crate::domain::TicketEvent;
 
@@ -60,13 +61,17 @@ impl InboxRepository for PgInbox {
         // The batch's statement with arrays of one: the same SQL for one event and for many.
         let (ids, partitions, offsets) = ([event_id], [origin.partition], [origin.offset]);
         let row = connection
-            .query_opt(
+            .query_one(
                 &statement,
                 &[&ids.as_slice(), &partitions.as_slice(), &offsets.as_slice()],
             )
             .await;
         self.held.say();
-        Ok(row.map_err(PgInboxError::at(Step::InsertMarker))?.is_some())
+        let row = row.map_err(PgInboxError::at(Step::InsertMarker))?;
+        let inserted: Option<TextArrayBytes> = row
+            .try_get(0)
+            .map_err(PgInboxError::at(Step::InsertMarker))?;
+        Ok(inserted.is_some_and(|ids| ids.iter().any(|id| id == event_id.as_bytes())))
     }
 
     async fn save_history(&mut self, event: &TicketEvent) -> Result<(), PgInboxError> {

@@ -3,14 +3,18 @@
 //! Each takes arrays, one element per row, so that the SPEC §4 path (one event, arrays of one)
 //! and the batched transaction run the same SQL.
 
-/// SPEC §3 step 1, plus where each marker was first seen (migration V2): the ids that come
-/// back are the markers this transaction inserted.
-pub const TRY_INBOX: &str = "INSERT INTO inbox (event_id, first_partition, first_offset, first_seen_at) \
+/// SPEC §3 step 1, plus where each marker was first seen (migration V2): the ids in the one
+/// row that comes back (an array, NULL when empty) are the markers this transaction inserted.
+/// One array rather than a row per id: reading a row costs the client an allocation and a
+/// message of its own.
+pub const TRY_INBOX: &str = "WITH inserted AS (\
+     INSERT INTO inbox (event_id, first_partition, first_offset, first_seen_at) \
      SELECT event_id, first_partition, first_offset, now() \
      FROM unnest($1::text[], $2::int[], $3::bigint[]) \
           AS batch (event_id, first_partition, first_offset) \
      ON CONFLICT (event_id) DO NOTHING \
-     RETURNING event_id";
+     RETURNING event_id) \
+     SELECT array_agg(event_id) FROM inserted";
 
 /// SPEC §3 step 2, for the events whose marker is new.
 pub const SAVE_HISTORY: &str = "INSERT INTO history_events \

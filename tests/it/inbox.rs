@@ -249,7 +249,7 @@ async fn two_concurrent_transactions_for_one_new_event_id_store_exactly_one_row(
                 .scalar(
                     "SELECT count(*) FROM pg_stat_activity \
                  WHERE datname = current_database() AND wait_event_type = 'Lock' \
-                   AND query LIKE 'INSERT INTO inbox%'",
+                   AND query LIKE '%INSERT INTO inbox%'",
                 )
                 .await;
             (waiting == 1).then_some(())
