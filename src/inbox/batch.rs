@@ -1,13 +1,14 @@
 //! The batched inbox transaction: many records resolved in one transaction, outcomes per record.
 //!
-//! One multi-row inbox insert (`ON CONFLICT DO NOTHING RETURNING event_id`), one multi-row
-//! history insert for exactly the ids that came back, one multi-row dead-letter insert, one
-//! commit; the last three are sent together, in that order, once the markers' reply is in (see
-//! `write_and_commit`: one round trip for them, and a write that fails makes the COMMIT behind
-//! it roll back). The unique index on `inbox.event_id` is still the only arbiter of "already seen":
-//! an id comes back only when this transaction inserted its marker, and an id that does not
-//! come back is committed by someone else (an insert that meets an uncommitted marker waits for
-//! its transaction and proceeds if that one rolls back).
+//! One multi-row inbox insert (`ON CONFLICT DO NOTHING RETURNING event_id`, the ids gathered
+//! into one array), one multi-row history insert for exactly the ids that came back, one
+//! multi-row dead-letter insert, one commit; the last three are sent together, in that order,
+//! once the markers' reply is in (see `write_and_commit`: one round trip for them, and a write
+//! that fails makes the COMMIT behind it roll back). The unique index on `inbox.event_id` is
+//! still the only arbiter of "already seen": an id comes back only when this transaction
+//! inserted its marker, and an id that does not come back is committed by someone else (an
+//! insert that meets an uncommitted marker waits for its transaction and proceeds if that one
+//! rolls back).
 //!
 //! A batch of one event runs the SPEC §4 contract exactly: begin, marker insert, then either
 //! the history insert and commit (`Applied`), or no row back and a rollback (`AlreadyApplied`);
@@ -283,10 +284,10 @@ impl PlannedIds {
     }
 }
 
-/// Finds the ids an insert returned among the planned events. PostgreSQL returns the rows of
-/// an `INSERT ... SELECT` in the order it inserted them, which is the planned order, so the
-/// slot after the previous one found is tried before a binary search; any order gives the
-/// same answer.
+/// Finds the ids an insert returned among the planned events. PostgreSQL returns an
+/// `INSERT ... SELECT`'s rows in the order it inserted them (the planned order), and
+/// `array_agg` over them keeps it, so the slot after the previous one found is tried before a
+/// binary search; any order gives the same answer.
 struct Returned<'p> {
     ids: &'p PlannedIds,
     split: usize,
