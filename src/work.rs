@@ -80,19 +80,16 @@ impl Work {
         }
     }
 
-    pub fn event_id(&self) -> Option<&str> {
+    /// The event, if the record is one.
+    pub fn event(&self) -> Option<&TicketEvent> {
         match self {
-            Work::Event { event, .. } => Some(event.event_id()),
+            Work::Event { event, .. } => Some(event),
             Work::DeadLetter { .. } => None,
         }
     }
 
-    /// The event id's hash ([`crate::domain::event::id_hash`]), if the record is an event.
-    pub fn id_hash(&self) -> Option<u32> {
-        match self {
-            Work::Event { event, .. } => Some(event.id_hash()),
-            Work::DeadLetter { .. } => None,
-        }
+    pub fn event_id(&self) -> Option<&str> {
+        self.event().map(TicketEvent::event_id)
     }
 
     /// Why the record is a dead letter, if it is one.

@@ -126,9 +126,6 @@ impl RecentlyApplied {
     /// The cause of a duplicate of `event` delivered at `origin`, if its first copy is
     /// remembered.
     pub fn cause(&self, event: &TicketEvent, origin: Origin) -> Option<DuplicateCause> {
-        if self.batches.is_empty() {
-            return None;
-        }
         // An id's marker is inserted once: at most one batch holds it.
         let (id, hash) = (event.event_id(), event.id_hash());
         let (first, first_origin) = self.batches.iter().find_map(|batch| batch.find(id, hash))?;

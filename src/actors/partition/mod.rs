@@ -37,7 +37,7 @@ use super::status::{
 };
 use crate::backoff::Backoff;
 use crate::domain::{
-    DuplicateCause, FetchedRecord, Outcome, RejectReason, Rejection, UnknownCause,
+    DuplicateCause, FetchedRecord, Outcome, RejectReason, Rejection, TicketEvent, UnknownCause,
 };
 use crate::inbox::MarkersHeld;
 use crate::inbox::PgInboxError;
@@ -287,7 +287,10 @@ impl PartitionActor {
                 .collect(),
         );
         let ids = if self.deps.limits.batches_in_flight > 1 {
-            batch.iter().filter_map(|(_, w)| w.id_hash()).collect()
+            batch
+                .iter()
+                .filter_map(|(_, w)| w.event().map(TicketEvent::id_hash))
+                .collect()
         } else {
             Vec::new()
         };
