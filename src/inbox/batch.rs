@@ -29,17 +29,17 @@
 use std::cmp::Ordering;
 use std::task::Poll;
 
-use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use tokio_postgres::Statement;
 
 use super::session::Session;
 
+use super::columns::Column;
 use super::contract::Origin;
 use super::dead_letters;
 use super::sqlstate::Step;
 use super::statements::{SAVE_HISTORY, TRY_INBOX};
-use super::text_values::{Text, TextArrayBytes};
+use super::text_values::TextArrayBytes;
 use super::{MarkersHeld, PgInboxError};
 use crate::domain::DeadLetter;
 #[cfg(test)]
@@ -317,9 +317,9 @@ async fn insert_markers(
     if events.is_empty() {
         return Ok(inserted);
     }
-    let ids: Vec<Text> = events.iter().map(|(e, _)| Text(e.event_id())).collect();
-    let partitions: Vec<i32> = events.iter().map(|(_, o)| o.partition).collect();
-    let offsets: Vec<i64> = events.iter().map(|(_, o)| o.offset).collect();
+    let ids = Column::new(events, |(e, _)| e.event_id());
+    let partitions = Column::new(events, |(_, o)| o.partition);
+    let offsets = Column::new(events, |(_, o)| o.offset);
     let failed = PgInboxError::at(Step::InsertMarker);
     let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
     let planned = PlannedIds::new(events);
@@ -451,11 +451,11 @@ async fn save_history_prepared(
     statement: &Statement,
     events: &[&TicketEvent],
 ) -> Result<(), PgInboxError> {
-    let ids: Vec<Text> = events.iter().map(|e| Text(e.event_id())).collect();
-    let tickets: Vec<Text> = events.iter().map(|e| Text(e.ticket_id())).collect();
-    let from: Vec<Text> = events.iter().map(|e| Text(e.from_status())).collect();
-    let to: Vec<Text> = events.iter().map(|e| Text(e.to_status())).collect();
-    let changed_at: Vec<DateTime<Utc>> = events.iter().map(|e| e.changed_at).collect();
+    let ids = Column::new(events, |e| e.event_id());
+    let tickets = Column::new(events, |e| e.ticket_id());
+    let from = Column::new(events, |e| e.from_status());
+    let to = Column::new(events, |e| e.to_status());
+    let changed_at = Column::new(events, |e| e.changed_at);
     client
         .execute(statement, &[&ids, &tickets, &from, &to, &changed_at])
         .await

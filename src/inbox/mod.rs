@@ -3,6 +3,7 @@
 
 pub mod audit_trail;
 pub mod batch;
+mod columns;
 pub mod contract;
 pub mod dead_letters;
 pub mod duplicates;

@@ -1,32 +1,13 @@
-//! `text` values for the batch's statements, without the per-value type-name lookups of
-//! tokio-postgres's `&str` (its `to_sql` and `from_sql` compare each value's type name with
-//! `ltree`, `lquery` and `ltxtquery`, and `from_sql` checks the bytes as UTF-8 again). A batch
-//! sends five text arrays of a few hundred values each and reads back one array of the ids it
-//! inserted.
+//! The ids the marker insert returns, read in place: without the per-value type-name lookups
+//! of tokio-postgres's `&str` (its `from_sql` compares each value's type name with `ltree`,
+//! `lquery` and `ltxtquery`, and checks the bytes as UTF-8 again) and without an allocation
+//! per id. (What a batch sends is written by [`super::columns`].)
 
 use std::error::Error;
 
-use bytes::BytesMut;
-use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use tokio_postgres::types::{FromSql, Type};
 
 type BoxedError = Box<dyn Error + Sync + Send>;
-
-/// A `text` value to send: its UTF-8 bytes as they are (the binary format of `text`).
-#[derive(Debug, Clone, Copy)]
-pub struct Text<'a>(pub &'a str);
-
-impl ToSql for Text<'_> {
-    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxedError> {
-        out.extend_from_slice(self.0.as_bytes());
-        Ok(IsNull::No)
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::TEXT
-    }
-
-    to_sql_checked!();
-}
 
 /// A one-dimensional `text[]` without NULLs as it came, its elements' bytes read in place: the
 /// marker insert returns the ids it inserted as one such array (one row to read, not a row per
@@ -102,19 +83,8 @@ fn word(rest: &mut &[u8]) -> Result<i32, BoxedError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn text_is_sent_as_the_bytes_str_would_send() {
-        for text in ["", "event-1", "é ✓ \u{0}"] {
-            let (mut ours, mut theirs) = (BytesMut::new(), BytesMut::new());
-            Text(text).to_sql(&Type::TEXT, &mut ours).unwrap();
-            text.to_sql(&Type::TEXT, &mut theirs).unwrap();
-            assert_eq!(ours, theirs);
-        }
-        assert!(<Text as ToSql>::accepts(&Type::TEXT));
-        assert!(<&[Text] as ToSql>::accepts(&Type::TEXT_ARRAY));
-        assert!(!<Text as ToSql>::accepts(&Type::BYTEA));
-    }
+    use bytes::BytesMut;
+    use tokio_postgres::types::ToSql;
 
     #[test]
     fn a_text_array_is_read_as_its_elements_bytes() {
