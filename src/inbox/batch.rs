@@ -37,6 +37,7 @@ use super::session::Session;
 use super::columns::Column;
 use super::contract::Origin;
 use super::dead_letters;
+use super::id_order;
 use super::sqlstate::Step;
 use super::statements::{SAVE_HISTORY, TRY_INBOX};
 use super::text_values::TextArrayBytes;
@@ -196,17 +197,23 @@ fn plan<'a>(items: &[BatchItem<'a>], elsewhere: &HeldElsewhere) -> Plan<'a> {
             BatchItem::DeadLetter(letter) => letters.push(letter),
         }
     }
-    // By id, and an id's occurrences in input order (a stable sort): the first one is kept.
-    // Ids from an outbox arrive mostly in order, and a stable sort takes such runs whole.
-    events.sort_by(|a, b| a.1.event_id().cmp(b.1.event_id()));
+    // By id, and an id's occurrences in input order: the first one is kept.
+    let ids: Vec<&[u8]> = events
+        .iter()
+        .map(|(_, event, _)| event.event_id().as_bytes())
+        .collect();
     let mut slots = vec![Slot::DeadLetter; items.len()];
-    events.dedup_by(|later, first| {
-        let repeat = later.1.event_id() == first.1.event_id();
-        if repeat {
-            slots[later.0] = Slot::Repeat;
-        }
-        repeat
-    });
+    let mut events: Vec<_> = id_order::sort_ids(&ids)
+        .into_iter()
+        .filter_map(|sorted| {
+            let event = events[sorted.index as usize];
+            if sorted.repeat {
+                slots[event.0] = Slot::Repeat;
+                return None;
+            }
+            Some(event)
+        })
+        .collect();
     letters.sort_unstable_by(|a, b| {
         (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
     });

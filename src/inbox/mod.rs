@@ -9,6 +9,7 @@ pub mod dead_letters;
 pub mod duplicates;
 pub mod error;
 pub mod guards;
+mod id_order;
 pub mod markers_held;
 pub mod migrate;
 pub mod offset_resets;
