@@ -219,13 +219,17 @@ fn plan<'a>(items: &[BatchItem<'a>], elsewhere: &HeldElsewhere) -> Plan<'a> {
     });
     let mut split = events.len();
     if !elsewhere.is_empty() {
-        // Stable: each run stays sorted.
-        let (clear, held): (Vec<_>, Vec<_>) = events
-            .into_iter()
-            .partition(|(_, event, _)| !elsewhere.contains(event));
-        split = clear.len();
-        events = clear;
-        events.extend(held);
+        // Stable, in place (few are held): each run stays sorted.
+        let mut held = Vec::new();
+        events.retain(|planned| {
+            let clear = !elsewhere.contains(planned.1);
+            if !clear {
+                held.push(*planned);
+            }
+            clear
+        });
+        split = events.len();
+        events.append(&mut held);
     }
     for (slot, (index, _, _)) in events.iter().enumerate() {
         slots[*index] = Slot::First(slot);
