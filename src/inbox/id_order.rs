@@ -27,11 +27,8 @@ pub fn sort_ids(ids: &[&[u8]]) -> Vec<Sorted> {
         .map(|(id, index)| (key(&id[shared..]), index))
         .collect();
     let bytes = |index: u32| ids[index as usize];
-    keyed.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| bytes(a.1).cmp(bytes(b.1)))
-            .then(a.1.cmp(&b.1))
-    });
+    // Stable, so that an outbox's ordered runs are taken whole; equal ids keep input order.
+    keyed.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| bytes(a.1).cmp(bytes(b.1))));
     let mut previous: Option<(u64, u32)> = None;
     keyed
         .into_iter()
