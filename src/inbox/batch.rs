@@ -144,12 +144,14 @@ pub async fn process_batch_telling(
             return Err(error);
         }
     };
-    let fresh: Vec<&TicketEvent> = events
-        .iter()
-        .zip(&inserted)
-        .filter(|(_, inserted)| **inserted)
-        .map(|((event, _), _)| *event)
-        .collect();
+    let mut fresh: Vec<&TicketEvent> = Vec::with_capacity(events.len());
+    fresh.extend(
+        events
+            .iter()
+            .zip(&inserted)
+            .filter(|(_, inserted)| **inserted)
+            .map(|((event, _), _)| *event),
+    );
     if fresh.is_empty() && letters.is_empty() {
         // Nothing to commit (every event already stored, no dead letter): as SPEC §4's
         // duplicate path, the outcomes are known without a commit and the rollback is cleanup
@@ -203,17 +205,16 @@ fn plan<'a>(items: &[BatchItem<'a>], elsewhere: &HeldElsewhere) -> Plan<'a> {
         .map(|(_, event, _)| event.event_id().as_bytes())
         .collect();
     let mut slots = vec![Slot::DeadLetter; items.len()];
-    let mut events: Vec<_> = id_order::sort_ids(&ids)
-        .into_iter()
-        .filter_map(|sorted| {
-            let event = events[sorted.index as usize];
-            if sorted.repeat {
-                slots[event.0] = Slot::Repeat;
-                return None;
-            }
-            Some(event)
-        })
-        .collect();
+    let mut unique = Vec::with_capacity(events.len());
+    unique.extend(id_order::sort_ids(&ids).into_iter().filter_map(|sorted| {
+        let event = events[sorted.index as usize];
+        if sorted.repeat {
+            slots[event.0] = Slot::Repeat;
+            return None;
+        }
+        Some(event)
+    }));
+    let mut events = unique;
     letters.sort_unstable_by(|a, b| {
         (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
     });

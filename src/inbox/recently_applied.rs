@@ -92,10 +92,12 @@ impl RecentlyApplied {
         if self.capacity == 0 {
             return;
         }
-        let events: Vec<(TicketEvent, Origin)> = applied
-            .into_iter()
-            .map(|(event, origin)| (event.clone(), origin))
-            .collect();
+        // Sized for the most the iterator may give (a batch's outcomes, filtered), not grown
+        // from empty: each step of growth copied every event so far.
+        let applied = applied.into_iter();
+        let (least, most) = applied.size_hint();
+        let mut events: Vec<(TicketEvent, Origin)> = Vec::with_capacity(most.unwrap_or(least));
+        events.extend(applied.map(|(event, origin)| (event.clone(), origin)));
         let Some(lowest) = events.iter().map(|(_, o)| o.offset).min() else {
             return;
         };

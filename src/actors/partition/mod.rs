@@ -361,6 +361,11 @@ impl PartitionActor {
         let kept_from = batch.len().saturating_sub(RECENT_OUTCOMES);
         // One instant for the unit: its outcomes are accounted for together.
         let now = Utc::now();
+        if pass == Pass::First {
+            // The reports were handed to the checkpoint with their buffer: one allocation per
+            // unit, not a growth from empty.
+            self.reports.reserve(batch.len());
+        }
         for (i, ((offset, work), executed)) in batch.into_iter().zip(executed).enumerate() {
             if i >= kept_from {
                 self.remember(offset, work.event_id().map(str::to_owned), &executed, now);
