@@ -643,7 +643,8 @@ impl Driver {
                 continue;
             }
             reader.unchecked = true;
-            let mut records = Vec::new();
+            // Sized for what the queue holds, not grown record by record.
+            let mut records = Vec::with_capacity(reader.demand.min(reader.queue.events_held()));
             while records.len() < reader.demand {
                 match reader.queue.poll() {
                     Some(Polled::Record(record)) => records.push(record),

@@ -92,6 +92,13 @@ impl<C: ConsumerContext> PartitionQueue<C> {
         self.wake = Some(wake);
     }
 
+    /// How many events the queue holds (records, errors and control events alike): a size
+    /// to reserve for, not a count of records.
+    pub fn events_held(&self) -> usize {
+        // SAFETY: the queue is alive.
+        unsafe { rdsys::rd_kafka_queue_length(self.queue) }
+    }
+
     /// The next record or error, without waiting; `None` when the queue is empty.
     pub fn poll(&self) -> Option<Polled> {
         loop {
