@@ -191,30 +191,29 @@ enum Slot {
 
 /// Plans `items` (see [`Plan`]).
 fn plan<'a>(items: &[BatchItem<'a>], elsewhere: &HeldElsewhere) -> Plan<'a> {
-    let mut events = Vec::with_capacity(items.len());
+    let mut occurrences = Vec::with_capacity(items.len());
     let mut letters = Vec::new();
     for (index, item) in items.iter().enumerate() {
         match *item {
-            BatchItem::Event { event, origin } => events.push((index, event, origin)),
+            BatchItem::Event { event, origin } => occurrences.push((index, event, origin)),
             BatchItem::DeadLetter(letter) => letters.push(letter),
         }
     }
     // By id, and an id's occurrences in input order: the first one is kept.
-    let ids: Vec<&[u8]> = events
+    let ids: Vec<&[u8]> = occurrences
         .iter()
         .map(|(_, event, _)| event.event_id().as_bytes())
         .collect();
     let mut slots = vec![Slot::DeadLetter; items.len()];
-    let mut unique = Vec::with_capacity(events.len());
-    unique.extend(id_order::sort_ids(&ids).into_iter().filter_map(|sorted| {
-        let event = events[sorted.index as usize];
+    let mut events = Vec::with_capacity(occurrences.len());
+    events.extend(id_order::sort_ids(&ids).into_iter().filter_map(|sorted| {
+        let occurrence = occurrences[sorted.index as usize];
         if sorted.repeat {
-            slots[event.0] = Slot::Repeat;
+            slots[occurrence.0] = Slot::Repeat;
             return None;
         }
-        Some(event)
+        Some(occurrence)
     }));
-    let mut events = unique;
     letters.sort_unstable_by(|a, b| {
         (&a.topic, a.partition, a.offset).cmp(&(&b.topic, b.partition, b.offset))
     });
