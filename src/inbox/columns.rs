@@ -46,33 +46,27 @@ impl Element for &str {
     }
 }
 
-impl Element for i32 {
-    const ARRAY: Type = Type::INT4_ARRAY;
-    const OID: u32 = 23;
+/// An integer element: its big-endian bytes.
+macro_rules! integer_element {
+    ($int:ty, $array:ident, $oid:expr) => {
+        impl Element for $int {
+            const ARRAY: Type = Type::$array;
+            const OID: u32 = $oid;
 
-    fn encoded_len(&self) -> usize {
-        4
-    }
+            fn encoded_len(&self) -> usize {
+                std::mem::size_of::<$int>()
+            }
 
-    fn write(&self, out: &mut BytesMut) -> Result<(), BoxedError> {
-        out.put_i32(*self);
-        Ok(())
-    }
+            fn write(&self, out: &mut BytesMut) -> Result<(), BoxedError> {
+                out.put_slice(&self.to_be_bytes());
+                Ok(())
+            }
+        }
+    };
 }
 
-impl Element for i64 {
-    const ARRAY: Type = Type::INT8_ARRAY;
-    const OID: u32 = 20;
-
-    fn encoded_len(&self) -> usize {
-        8
-    }
-
-    fn write(&self, out: &mut BytesMut) -> Result<(), BoxedError> {
-        out.put_i64(*self);
-        Ok(())
-    }
-}
+integer_element!(i32, INT4_ARRAY, 23);
+integer_element!(i64, INT8_ARRAY, 20);
 
 impl Element for DateTime<Utc> {
     const ARRAY: Type = Type::TIMESTAMPTZ_ARRAY;
