@@ -1,6 +1,7 @@
 //! Array parameters written straight from the rows they are taken from: a batch's statements
 //! take one array per column (`unnest($1::text[], ...)`), and a [`Column`] encodes its array in
-//! PostgreSQL's binary format in one pass over the rows, into the message being sent.
+//! PostgreSQL's binary format from the rows, into the message being sent: one pass sums the
+//! elements' sizes, the next writes them.
 //!
 //! tokio-postgres's own arrays (`Vec<T>` or `&[T]` of values) need the values collected first,
 //! then encode each element through a closure of its own with a bounds check and a length
