@@ -75,6 +75,9 @@ pub struct Application {
     link: KafkaLink,
     ports: DriverPorts,
     server: admin::Servers,
+    /// The pages served while the start waited for the database, if it did: stopped once the
+    /// real servers run, so that the addresses never stop answering in between.
+    waiting_servers: Option<admin::ServersHandle>,
     stopped: tokio::sync::oneshot::Receiver<Option<String>>,
 }
 
@@ -146,13 +149,13 @@ impl Application {
             }
             None => (None, admin_addr),
         };
-        let report = match database_at_start {
-            DatabaseAtStart::Required => crate::inbox::migrate_pool(&pool).await?,
+        let (report, waiting_servers) = match database_at_start {
+            DatabaseAtStart::Required => (crate::inbox::migrate_pool(&pool).await?, None),
             DatabaseAtStart::WaitForIt => {
                 let listeners = (&listener, metrics_listener.as_ref());
                 match migrate_when_reachable(&pool, listeners, &metrics, admin_tls.as_ref()).await?
                 {
-                    Some(report) => report,
+                    Some(migrated) => migrated,
                     None => return Ok(None),
                 }
             }
@@ -228,6 +231,7 @@ impl Application {
             link,
             ports,
             server,
+            waiting_servers,
             stopped,
         }))
     }
@@ -255,6 +259,11 @@ impl Application {
         )
         .map_err(StartupError::Thread)?;
         let server_handle = self.server.spawn();
+        if let Some(waiting) = self.waiting_servers {
+            // Both serve the same listeners for a moment; the waiting ones finish what they
+            // accepted, and accept nothing more.
+            actix::spawn(async move { waiting.stop(true).await });
+        }
         let supervisor = self.handle.supervisor.clone();
         actix::spawn(async move {
             wait_for_signal().await;
@@ -385,14 +394,16 @@ const DATABASE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(1
 const DATABASE_WAIT_REMINDER: u64 = 10;
 
 /// Applies the migrations once the database can be reached, serving the waiting pages on the
-/// listeners meanwhile. `None`: a SIGINT or SIGTERM came first. A migration that fails on a
-/// reachable database still stops the start: waiting would not fix it.
+/// listeners meanwhile: the report, and the waiting servers if it waited (still running; the
+/// caller stops them once the real servers run, so that a request in between is answered, not
+/// dropped). `None`: a SIGINT or SIGTERM came first. A migration that fails on a reachable
+/// database still stops the start: waiting would not fix it.
 async fn migrate_when_reachable(
     pool: &Pool,
     (admin_listener, metrics_listener): (&TcpListener, Option<&TcpListener>),
     metrics: &Metrics,
     tls: Option<&admin::tls::AdminTls>,
-) -> Result<Option<crate::inbox::MigrationReport>, StartupError> {
+) -> Result<Option<(crate::inbox::MigrationReport, Option<admin::ServersHandle>)>, StartupError> {
     use crate::admin::waiting::{self, WaitingState};
     use crate::inbox::MigrateError;
     let mut waiting: Option<(WaitingState, admin::ServersHandle)> = None;
@@ -404,18 +415,23 @@ async fn migrate_when_reachable(
         let reason = match outcome {
             Err(MigrateError::Connect(error)) => crate::error_text::chain(&error),
             done => {
-                if let Some((state, servers)) = waiting.take() {
-                    servers.stop(false).await;
-                    let waited = state.now();
-                    if done.is_ok() {
-                        tracing::info!(
-                            attempts = waited.attempts,
-                            since = %waited.since,
-                            "the database answers; starting"
-                        );
+                let Some((state, servers)) = waiting.take() else {
+                    return Ok(Some((done?, None)));
+                };
+                let report = match done {
+                    Ok(report) => report,
+                    Err(error) => {
+                        servers.stop(false).await;
+                        return Err(error.into());
                     }
-                }
-                return Ok(Some(done?));
+                };
+                let waited = state.now();
+                tracing::info!(
+                    attempts = waited.attempts,
+                    since = %waited.since,
+                    "the database answers; starting"
+                );
+                return Ok(Some((report, Some(servers))));
             }
         };
         match &waiting {
