@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
 use crate::domain::{DeadLetter, Rejection, UnknownCause};
-use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RejectReason, TicketEvent};
+use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RecordKey, RejectReason, TicketEvent};
 use crate::inbox::batch::{BatchItem, HeldElsewhere, process_batch_telling};
 use crate::inbox::dead_letters;
 use crate::inbox::guards::{self, GuardRow, Verdict};
@@ -34,7 +34,7 @@ pub enum Work {
         timestamp: Option<DateTime<Utc>>,
         /// The record's key and bytes as delivered, for a dead letter should the database
         /// reject the event, or an operator set it aside. The event's text shares the bytes.
-        key: Option<Vec<u8>>,
+        key: Option<RecordKey>,
         payload: Option<Bytes>,
     },
     DeadLetter {
@@ -71,7 +71,7 @@ impl Work {
                     topic: topic.to_owned(),
                     partition,
                     offset: record.offset,
-                    key: record.key,
+                    key: record.key.as_deref().map(<[u8]>::to_vec),
                     payload: payload.map(Vec::from),
                     rejection,
                 },
@@ -119,7 +119,7 @@ impl Work {
                 topic: topic.to_owned(),
                 partition: origin.partition,
                 offset: origin.offset,
-                key: key.clone(),
+                key: key.as_deref().map(<[u8]>::to_vec),
                 payload: payload.as_deref().map(<[u8]>::to_vec),
                 rejection,
             },

@@ -30,4 +30,4 @@ pub use fetch_error::{FetchFailure, Held, HeldCause, Trouble};
 pub use offsets::ObservedOffsets;
 pub use outcome::{Outcome, UnknownCause};
 pub use point_in_time::{PointInTimeError, parse_point_in_time, parse_point_in_time_or_utc};
-pub use record::FetchedRecord;
+pub use record::{FetchedRecord, RecordKey};

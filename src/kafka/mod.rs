@@ -29,7 +29,7 @@ pub(crate) fn fetched(
     use rdkafka::message::Message;
     crate::domain::FetchedRecord {
         offset: message.offset(),
-        key: message.key().map(<[u8]>::to_vec),
+        key: message.key().map(crate::domain::RecordKey::new),
         payload: message.payload().map(<[u8]>::to_vec),
         timestamp: message
             .timestamp()

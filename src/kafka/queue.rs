@@ -15,7 +15,7 @@ use rdkafka::bindings as rdsys;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use rdkafka::error::RDKafkaErrorCode;
 
-use crate::domain::FetchedRecord;
+use crate::domain::{FetchedRecord, RecordKey};
 
 /// What polling a partition queue gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +155,10 @@ unsafe fn read_message(message: *const rdsys::rd_kafka_message_t) -> Polled {
         .flatten();
     Polled::Record(FetchedRecord {
         offset: m.offset,
-        key: bytes(m.key, m.key_len),
+        key: (!m.key.is_null()).then(|| {
+            // SAFETY: librdkafka's pointer and length, alive with the message.
+            RecordKey::new(unsafe { std::slice::from_raw_parts(m.key as *const u8, m.key_len) })
+        }),
         payload: bytes(m.payload, m.len),
         timestamp,
     })
