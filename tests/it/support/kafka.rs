@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{DefaultProducerContext, FutureProducer, FutureRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
@@ -212,15 +212,25 @@ impl TestKafka {
         key: &str,
         payload: &[u8],
     ) -> (i32, i64) {
-        let mut record = FutureRecord::to(&self.topic).key(key).payload(payload);
-        if let Some(p) = partition {
-            record = record.partition(p);
-        }
-        let delivery = producer
-            .send(record, Duration::from_secs(10))
-            .await
-            .map_err(|(e, _)| e)
-            .expect("delivered");
+        let mut attempt = 1;
+        let delivery = loop {
+            let mut record = FutureRecord::to(&self.topic).key(key).payload(payload);
+            if let Some(p) = partition {
+                record = record.partition(p);
+            }
+            match producer.send(record, Duration::from_secs(10)).await {
+                Ok(delivery) => break delivery,
+                // tansu's sqlite engine refuses a write that meets another (see
+                // `TANSU_BUSY_TRIES`); librdkafka does not retry a -1.
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::Unknown), _))
+                    if attempt < crate::support::tansu::TANSU_BUSY_TRIES =>
+                {
+                    tokio::time::sleep(crate::support::tansu::TANSU_BUSY_PAUSE * attempt).await;
+                    attempt += 1;
+                }
+                Err((error, _)) => panic!("delivered: {error:?}"),
+            }
+        };
         self.acknowledged
             .record(delivery.partition, delivery.offset);
         (delivery.partition, delivery.offset)

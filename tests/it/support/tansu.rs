@@ -13,6 +13,7 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
 
 /// The release series the tests were written against (`tansu --version`).
 const SERIES: &str = "tansu 0.6";
@@ -82,21 +83,41 @@ impl TansuServer {
     }
 }
 
+/// How often a write tansu answered with `Unknown` (-1) is tried in all, and the first pause
+/// between two tries (it grows by itself each time).
+///
+/// tansu 0.6's sqlite engine (the SASL brokers, several processes on one `users.db`) opens
+/// every write with `BEGIN IMMEDIATE` and sets no busy timeout, so a write that meets another
+/// connection's write fails at once with SQLITE_BUSY ("database is locked" in its log), which it
+/// answers as UNKNOWN_SERVER_ERROR (-1, no message) having written nothing (tansu-storage 0.6.0:
+/// `lite.rs` `transaction()`, `service/create_topics.rs` and `service/produce.rs` map every
+/// storage error to -1). Seen on the wire in the SASL tests run in parallel (about 2 runs in
+/// 100): the request valid and sent after SASL succeeded, the answer -1 within milliseconds.
+/// Theirs, not ours; a refusal that lasts still fails the test after the last try.
+pub const TANSU_BUSY_TRIES: u32 = 5;
+pub const TANSU_BUSY_PAUSE: Duration = Duration::from_millis(100);
+
 /// Creates `topic` with `partitions` partitions through the Kafka admin API of the broker that
 /// `client` (`bootstrap.servers` and, say, TLS settings) reaches.
 pub async fn create_topic(client: ClientConfig, topic: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = client.create().expect("admin client");
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let results = admin
-        .create_topics(
-            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
-            &options,
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating {topic} on tansu: {error}"));
-    for result in results {
-        if let Err((name, code)) = result {
-            panic!("tansu refused to create {name}: {code:?}");
+    for attempt in 1..=TANSU_BUSY_TRIES {
+        let results = admin
+            .create_topics(
+                &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+                &options,
+            )
+            .await
+            .unwrap_or_else(|error| panic!("creating {topic} on tansu: {error}"));
+        match results.into_iter().find_map(Result::err) {
+            None => break,
+            // A retry of a creation whose answer was lost: it is there.
+            Some((_, RDKafkaErrorCode::TopicAlreadyExists)) if attempt > 1 => break,
+            Some((_, RDKafkaErrorCode::Unknown)) if attempt < TANSU_BUSY_TRIES => {
+                tokio::time::sleep(TANSU_BUSY_PAUSE * attempt).await;
+            }
+            Some((name, code)) => panic!("tansu refused to create {name}: {code:?}"),
         }
     }
     // Metadata may trail the creation: wait until every partition has a leader.
@@ -156,6 +177,9 @@ fn start_on(launch: &Launch<'_>, port: u16) -> Result<TansuServer, String> {
         .stderr(file);
     let mut child = spawn_dying_with_us(command).map_err(|e| format!("spawning tansu: {e}"))?;
     let started = Instant::now();
+    // Each probe is a new client (with SASL, a SCRAM exchange on both sides): on a loaded
+    // machine half a second may never be enough, so the wait for an answer grows.
+    let mut probe = Duration::from_millis(500);
     let failure = loop {
         if let Ok(Some(status)) = child.try_wait() {
             break format!("tansu exited ({status})");
@@ -165,13 +189,14 @@ fn start_on(launch: &Launch<'_>, port: u16) -> Result<TansuServer, String> {
             let _ = child.wait();
             break format!("no metadata answer within {STARTUP_DEADLINE:?}");
         }
-        if answers_metadata(&address, launch.authentication.unwrap_or_default()) {
+        if answers_metadata(&address, launch.authentication.unwrap_or_default(), probe) {
             return Ok(TansuServer {
                 brokers: address,
                 log,
                 process: child,
             });
         }
+        probe = (probe * 2).min(Duration::from_secs(4));
     };
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
@@ -179,8 +204,8 @@ fn start_on(launch: &Launch<'_>, port: u16) -> Result<TansuServer, String> {
 }
 
 /// Whether a broker at `address` answers a real metadata request with itself in it, to a
-/// client with `options`.
-fn answers_metadata(address: &str, options: &[(String, String)]) -> bool {
+/// client with `options`, within `wait`.
+fn answers_metadata(address: &str, options: &[(String, String)], wait: Duration) -> bool {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", address)
@@ -192,7 +217,7 @@ fn answers_metadata(address: &str, options: &[(String, String)]) -> bool {
         return false;
     };
     client
-        .fetch_metadata(None, Duration::from_millis(500))
+        .fetch_metadata(None, wait)
         .is_ok_and(|metadata| !metadata.brokers().is_empty())
 }
 
