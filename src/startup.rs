@@ -13,6 +13,7 @@ use crate::actors::Monitor;
 use crate::actors::messages::{KafkaLink, KafkaRequest, Shutdown};
 use crate::actors::partition::PartitionDeps;
 use crate::actors::partition::schedule::Limits as PartitionLimits;
+use crate::actors::partition::transactions::TransactionsInFlight;
 use crate::actors::supervisor::MemberInfo;
 use crate::actors::{Checkpoint, Supervisor};
 use crate::admin::auth::Auth;
@@ -313,6 +314,7 @@ impl Actors {
                 linger: runtime.batch_linger,
                 batches_in_flight: runtime.batches_in_flight,
             },
+            transactions: TransactionsInFlight::new(runtime.transactions_in_flight),
             retry: runtime.retry,
             max_payload_bytes: runtime.max_payload_bytes,
             work_timeout: runtime.work_timeout,

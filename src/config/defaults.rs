@@ -23,6 +23,7 @@ pub const WORK_TIMEOUT: &str = "30s";
 pub const BATCH_SIZE: usize = 256;
 pub const BATCH_LINGER: &str = "2ms";
 pub const BATCHES_IN_FLIGHT: usize = 2;
+pub const TRANSACTIONS_IN_FLIGHT: usize = 4;
 pub const STUCK_UNKNOWN: &str = "1m";
 pub const STALL: &str = "2m";
 

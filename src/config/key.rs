@@ -81,6 +81,8 @@ pub const WORK_TIMEOUT: Key = Key::new("work-timeout", "HISTORY_WORK_TIMEOUT");
 pub const BATCH_SIZE: Key = Key::new("batch-size", "HISTORY_BATCH_SIZE");
 pub const BATCH_LINGER: Key = Key::new("batch-linger", "HISTORY_BATCH_LINGER");
 pub const BATCHES_IN_FLIGHT: Key = Key::new("batches-in-flight", "HISTORY_BATCHES_IN_FLIGHT");
+pub const TRANSACTIONS_IN_FLIGHT: Key =
+    Key::new("transactions-in-flight", "HISTORY_TRANSACTIONS_IN_FLIGHT");
 pub const STUCK_UNKNOWN: Key = Key::new("stuck-unknown", "HISTORY_STUCK_UNKNOWN");
 pub const STALL: Key = Key::new("stall", "HISTORY_STALL");
 

@@ -190,6 +190,13 @@ pub struct TuningArgs {
     #[arg(long = key::BATCHES_IN_FLIGHT.long, env = key::BATCHES_IN_FLIGHT.env,
           default_value_t = defaults::BATCHES_IN_FLIGHT)]
     pub batches_in_flight: usize,
+    /// Transactions of new records this member runs at once before a partition's next batch
+    /// may join its running one (--batches-in-flight): at this many, each partition runs one
+    /// at a time, and the database is not given more than it can work on. A partition's first
+    /// batch is never held back by it.
+    #[arg(long = key::TRANSACTIONS_IN_FLIGHT.long, env = key::TRANSACTIONS_IN_FLIGHT.env,
+          default_value_t = defaults::TRANSACTIONS_IN_FLIGHT)]
+    pub transactions_in_flight: usize,
     /// A partition whose oldest Unknown record is older than this is stuck.
     #[arg(long = key::STUCK_UNKNOWN.long, env = key::STUCK_UNKNOWN.env,
           default_value = defaults::STUCK_UNKNOWN, value_parser = parse_duration)]
@@ -319,6 +326,7 @@ pub struct RuntimeSettings {
     pub batch_size: usize,
     pub batch_linger: Duration,
     pub batches_in_flight: usize,
+    pub transactions_in_flight: usize,
     pub stuck: StuckRules,
 }
 
@@ -344,6 +352,7 @@ impl Default for RuntimeSettings {
             batch_size: defaults::BATCH_SIZE,
             batch_linger: duration(defaults::BATCH_LINGER),
             batches_in_flight: defaults::BATCHES_IN_FLIGHT,
+            transactions_in_flight: defaults::TRANSACTIONS_IN_FLIGHT,
             stuck: StuckRules {
                 unknown_age: duration(defaults::STUCK_UNKNOWN),
                 stall: duration(defaults::STALL),
@@ -369,6 +378,7 @@ impl RuntimeSettings {
             batch_size: tuning.batch_size,
             batch_linger: tuning.batch_linger,
             batches_in_flight: tuning.batches_in_flight,
+            transactions_in_flight: tuning.transactions_in_flight,
             stuck: StuckRules {
                 unknown_age: tuning.stuck_unknown,
                 stall: tuning.stall,
@@ -534,6 +544,12 @@ impl RuntimeSettings {
             return Err(ConfigError::at(
                 key::BATCHES_IN_FLIGHT,
                 "must be between 1 and 8",
+            ));
+        }
+        if self.transactions_in_flight == 0 || self.transactions_in_flight > 1024 {
+            return Err(ConfigError::at(
+                key::TRANSACTIONS_IN_FLIGHT,
+                "must be between 1 and 1024",
             ));
         }
         if self.partition_queue < self.batch_size {

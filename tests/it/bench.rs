@@ -49,7 +49,7 @@ async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() 
         "`--quick` smoke run",
         "| default (empty inbox) | 256 | 4 | 0 | 10 % | 2,000 (",
         "| 1 batch in flight (no pipelining) | 256 | 4 | 0 | 10 % | 2,000 (",
-        "Pipelining: with 2 batches in flight per partition (the default)",
+        "Pipelining: with 2 batches in flight per partition (the default; a second one only while the member runs fewer than 4 transactions",
         "| B = 1 | 1 | 4 | 0 | 10 % | 2,000 (",
         "| B = 32 | 32 | 4 | 0 | 10 % | 2,000 (",
         "| 10 k rows in the inbox | 256 | 4 | 10 k | 10 % | 2,000 (",

@@ -13,12 +13,14 @@
 pub mod failures;
 pub mod guard;
 pub mod schedule;
+pub mod transactions;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use transactions::TransactionsInFlight;
 
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
@@ -60,6 +62,8 @@ pub struct PartitionDeps {
     pub kafka: KafkaLink,
     pub metrics: Metrics,
     pub limits: Limits,
+    /// The member's transactions in flight, which bound pipelining.
+    pub transactions: TransactionsInFlight,
     pub retry: Backoff,
     pub max_payload_bytes: usize,
     /// The longest one unit of database work may take before it counts as Unknown.
@@ -187,6 +191,8 @@ impl PartitionActor {
     fn drive(&mut self, ctx: &mut Context<Self>) {
         self.send_reports();
         loop {
+            self.schedule
+                .set_pipeline_room(self.deps.transactions.has_room());
             match self.schedule.next(Instant::now()) {
                 Next::Skip { after, position } => {
                     self.deps.checkpoint.do_send(SkipReported {
@@ -276,6 +282,7 @@ impl PartitionActor {
             self.last_record_time = work.timestamp();
         }
         let deps = self.deps.clone();
+        let in_flight = self.deps.transactions.enter();
         let applied = self.applied.clone();
         let partition = self.partition();
         let wants_release = self.guard.wants_release();
@@ -324,6 +331,7 @@ impl PartitionActor {
                 } else {
                     None
                 };
+                drop(in_flight);
                 UnitDone {
                     batch,
                     pass,

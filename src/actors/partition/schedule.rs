@@ -18,7 +18,10 @@
 //! never waits on its own transaction; it starts once every running batch holds its markers
 //! (its marker insert returned, see `inbox::markers_held`), so that a copy of an event in the
 //! next batch waits at the inbox's unique index for the copy in the running one, never the
-//! other way round: the earlier copy is stored, as with one batch at a time. Everything else
+//! other way round: the earlier copy is stored, as with one batch at a time. It starts only
+//! while the member has room for another transaction (its owner says so, from
+//! `--transactions-in-flight`): with every partition busy, each runs one transaction at a time
+//! and the database is not given more at once than it can work on. Everything else
 //! (a skip, a retry, an operator's replacement, a short batch) waits until nothing runs, as
 //! above. Units finish in the order they started (the actor holds a finished unit back until
 //! those before it have finished), so every first outcome reaches the checkpoint in offset
@@ -155,6 +158,9 @@ pub struct Schedule<W, Q = W> {
     running: VecDeque<Running>,
     paused: bool,
     draining: bool,
+    /// Whether the member has room for another transaction: without it, no batch joins a
+    /// running one (the owner says, before each [`Schedule::next`]).
+    pipeline_room: bool,
     linger_until: Option<Instant>,
 }
 
@@ -173,8 +179,15 @@ impl<W: Clone, Q> Schedule<W, Q> {
             running: VecDeque::new(),
             paused,
             draining: false,
+            pipeline_room: true,
             linger_until: None,
         }
+    }
+
+    /// Whether the member has room for another transaction (see `--transactions-in-flight`):
+    /// without it, the next batch waits for the running one instead of joining it.
+    pub fn set_pipeline_room(&mut self, room: bool) {
+        self.pipeline_room = room;
     }
 
     /// Records from the driver, in offset order.
@@ -289,6 +302,7 @@ impl<W: Clone, Q> Schedule<W, Q> {
         });
         if !only_batches_holding_markers
             || self.running.len() >= self.limits.batches_in_flight
+            || !self.pipeline_room
             || self.draining
             || self.paused
             || self.backlog.values().any(|e| e.replacement.is_some())
@@ -914,6 +928,33 @@ mod tests {
         s.finished();
         assert!(matches!(s.next(now), Next::WaitUntil(_)), "then lingers");
         assert_eq!(s.running().count(), 0);
+    }
+
+    #[test]
+    fn without_room_for_another_transaction_the_next_batch_waits_for_the_running_one() {
+        let mut s = pipelined(12, 4, 20);
+        let now = Instant::now();
+        s.receive(records(0..12));
+        s.set_pipeline_room(false);
+        assert_eq!(
+            batch_offsets(s.next(now)),
+            vec![0, 1, 2, 3],
+            "a first batch is never held back"
+        );
+        s.holds_markers(0);
+        assert_eq!(s.next(now), Next::Busy, "no room: it does not join");
+        s.set_pipeline_room(true);
+        assert_eq!(batch_offsets(s.next(now)), vec![4, 5, 6, 7], "room again");
+        s.holds_markers(1);
+        s.finished();
+        s.set_pipeline_room(false);
+        assert_eq!(s.next(now), Next::Busy, "one still runs");
+        s.finished();
+        assert_eq!(
+            batch_offsets(s.next(now)),
+            vec![8, 9, 10, 11],
+            "nothing runs"
+        );
     }
 
     #[test]

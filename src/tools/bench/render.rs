@@ -784,10 +784,12 @@ fn pipelining_line(report: &Report) -> Option<String> {
     }
     let two = ratios(report.default_runs());
     Some(format!(
-        "Pipelining: with {} batches in flight per partition (the default) the default case ran \
-         {} of ceiling 2 (median {:.2}); with 1 (`--batches-in-flight 1`), each run right after one \
-         of the default's, {} (median {:.2}).",
+        "Pipelining: with {} batches in flight per partition (the default; a second one only \
+         while the member runs fewer than {} transactions, `--transactions-in-flight`) the \
+         default case ran {} of ceiling 2 (median {:.2}); with 1 (`--batches-in-flight 1`), each \
+         run right after one of the default's, {} (median {:.2}).",
         report.anchor_case().batches_in_flight,
+        crate::config::defaults::TRANSACTIONS_IN_FLIGHT,
         listed(&two),
         median(&two),
         listed(&one),
