@@ -19,7 +19,7 @@ const INLINE_KEY: usize = 38;
 /// A record's bytes are copied out on the driver thread and dropped on the actix thread, and a
 /// free of memory another thread allocated is the allocator's costly kind: a short key costs
 /// neither the allocation nor that free.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum RecordKey {
     Inline { len: u8, bytes: [u8; INLINE_KEY] },
     Heap(Box<[u8]>),
@@ -44,6 +44,15 @@ impl RecordKey {
         }
     }
 }
+
+/// Keys are equal when their bytes are, however they are held.
+impl PartialEq for RecordKey {
+    fn eq(&self, other: &RecordKey) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for RecordKey {}
 
 impl std::ops::Deref for RecordKey {
     type Target = [u8];
@@ -81,6 +90,15 @@ mod tests {
             assert_eq!(key.clone(), key);
         }
         assert_ne!(RecordKey::new(b"a"), RecordKey::new(b"a\0"));
+        let padded = RecordKey::Inline {
+            len: 1,
+            bytes: [b'a'; INLINE_KEY],
+        };
+        assert_eq!(
+            padded,
+            RecordKey::Heap(Box::from(&b"a"[..])),
+            "bytes, not layout"
+        );
     }
 
     #[test]
