@@ -2,7 +2,7 @@
 //! next batch joins its running one (pipelining) only while the count is below
 //! `--transactions-in-flight`. Measured on 2 cores with 4 busy partitions (`NATIVE=1
 //! scripts/cpu-profile`): two batches in flight per partition made PostgreSQL spend ~25 % more
-//! CPU per record than one, and the service ~20 % more, for a lower rate; a partition alone
+//! CPU per record than one, and the service ~25 % more too, for a lower rate; a partition alone
 //! still gains from its next batch going out while the previous one commits.
 
 use std::sync::Arc;
