@@ -135,12 +135,11 @@ unsafe fn read_message(message: *const rdsys::rd_kafka_message_t) -> Polled {
     let m = unsafe { &*message };
     let bytes = |data: *mut std::ffi::c_void, len: usize| {
         // SAFETY: librdkafka's pointer and length, alive with the message.
-        (!data.is_null())
-            .then(|| unsafe { std::slice::from_raw_parts(data as *const u8, len) }.to_vec())
+        (!data.is_null()).then(|| unsafe { std::slice::from_raw_parts(data as *const u8, len) })
     };
     if m.err != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
         let text = bytes(m.payload, m.len)
-            .map(|text| String::from_utf8_lossy(&text).into_owned())
+            .map(|text| String::from_utf8_lossy(text).into_owned())
             .unwrap_or_else(|| error_text(m.err));
         return Polled::Error(QueueError {
             code: m.err.into(),
@@ -155,11 +154,8 @@ unsafe fn read_message(message: *const rdsys::rd_kafka_message_t) -> Polled {
         .flatten();
     Polled::Record(FetchedRecord {
         offset: m.offset,
-        key: (!m.key.is_null()).then(|| {
-            // SAFETY: librdkafka's pointer and length, alive with the message.
-            RecordKey::new(unsafe { std::slice::from_raw_parts(m.key as *const u8, m.key_len) })
-        }),
-        payload: bytes(m.payload, m.len),
+        key: bytes(m.key, m.key_len).map(RecordKey::new),
+        payload: bytes(m.payload, m.len).map(<[u8]>::to_vec),
         timestamp,
     })
 }
