@@ -16,8 +16,9 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
+use crate::domain::TicketEvent;
 use crate::domain::{DeadLetter, Rejection, UnknownCause};
-use crate::domain::{DuplicateCause, FetchedRecord, Outcome, RecordKey, RejectReason, TicketEvent};
+use crate::domain::{DuplicateCause, FetchedRecord, Outcome, Parsed, RecordKey, RejectReason};
 use crate::inbox::batch::{BatchItem, HeldElsewhere, process_batch_telling};
 use crate::inbox::dead_letters;
 use crate::inbox::guards::{self, GuardRow, Verdict};
@@ -33,14 +34,23 @@ pub enum Work {
         origin: Origin,
         timestamp: Option<DateTime<Utc>>,
         /// The record's key and bytes as delivered, for a dead letter should the database
-        /// reject the event, or an operator set it aside. The event's text shares the bytes.
+        /// reject the event, or an operator set it aside.
         key: Option<RecordKey>,
-        payload: Option<Bytes>,
+        payload: Payload,
     },
     DeadLetter {
         letter: DeadLetter,
         timestamp: Option<DateTime<Utc>>,
     },
+}
+
+/// Where a [`Work::Event`]'s record bytes are.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    /// The event's text is the payload (it was parsed in place, as nearly every record is).
+    InEvent,
+    /// Apart from the event (whose text was unescaped, or made by hand).
+    Apart(Option<Bytes>),
 }
 
 impl Work {
@@ -55,28 +65,64 @@ impl Work {
             partition,
             offset: record.offset,
         };
-        let payload = record.payload.map(Bytes::from);
-        let parsed =
-            TicketEvent::parse_shared(payload.as_ref().unwrap_or(&Bytes::new()), max_payload_bytes);
-        match parsed {
-            Ok(event) => Work::Event {
+        let Some(payload) = record.payload else {
+            let rejection = match TicketEvent::parse_payload(Bytes::new(), max_payload_bytes) {
+                Parsed::Rejected(rejection, _) => rejection,
+                Parsed::InPlace(_) | Parsed::Apart(..) => unreachable!("no bytes make no event"),
+            };
+            return Work::dead_letter_of(
+                topic,
+                origin,
+                record.timestamp,
+                record.key,
+                None,
+                rejection,
+            );
+        };
+        match TicketEvent::parse_payload(Bytes::from(payload), max_payload_bytes) {
+            Parsed::InPlace(event) => Work::Event {
                 event,
                 origin,
                 timestamp: record.timestamp,
                 key: record.key,
-                payload,
+                payload: Payload::InEvent,
             },
-            Err(rejection) => Work::DeadLetter {
-                letter: DeadLetter {
-                    topic: topic.to_owned(),
-                    partition,
-                    offset: record.offset,
-                    key: record.key.as_deref().map(<[u8]>::to_vec),
-                    payload: payload.map(Vec::from),
-                    rejection,
-                },
+            Parsed::Apart(event, payload) => Work::Event {
+                event,
+                origin,
                 timestamp: record.timestamp,
+                key: record.key,
+                payload: Payload::Apart(Some(payload)),
             },
+            Parsed::Rejected(rejection, payload) => Work::dead_letter_of(
+                topic,
+                origin,
+                record.timestamp,
+                record.key,
+                Some(payload),
+                rejection,
+            ),
+        }
+    }
+
+    fn dead_letter_of(
+        topic: &str,
+        origin: Origin,
+        timestamp: Option<DateTime<Utc>>,
+        key: Option<RecordKey>,
+        payload: Option<Bytes>,
+        rejection: Rejection,
+    ) -> Work {
+        Work::DeadLetter {
+            letter: DeadLetter {
+                topic: topic.to_owned(),
+                partition: origin.partition,
+                offset: origin.offset,
+                key: key.as_deref().map(<[u8]>::to_vec),
+                payload: payload.map(Vec::from),
+                rejection,
+            },
+            timestamp,
         }
     }
 
@@ -111,6 +157,7 @@ impl Work {
     pub fn dead_letter(&self, topic: &str, rejection: Rejection) -> DeadLetter {
         match self {
             Work::Event {
+                event,
                 origin,
                 key,
                 payload,
@@ -120,7 +167,10 @@ impl Work {
                 partition: origin.partition,
                 offset: origin.offset,
                 key: key.as_deref().map(<[u8]>::to_vec),
-                payload: payload.as_deref().map(<[u8]>::to_vec),
+                payload: match payload {
+                    Payload::InEvent => Some(event.text_buffer().to_vec()),
+                    Payload::Apart(payload) => payload.as_deref().map(<[u8]>::to_vec),
+                },
                 rejection,
             },
             Work::DeadLetter { letter, .. } => DeadLetter {
@@ -460,4 +510,65 @@ fn warn_conflict(event: &TicketEvent, origin: Origin) {
         offset = origin.offset,
         "event id republished with a different payload (producer bug); the first one stays"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAIN: &str = r#"{"event_id":"e-1","ticket_id":"t-1","from_status":"open","to_status":"done","changed_at":"2026-01-01T00:00:00Z"}"#;
+
+    fn record(payload: Option<&str>) -> FetchedRecord {
+        FetchedRecord {
+            offset: 7,
+            key: Some(RecordKey::new(b"t-1")),
+            payload: payload.map(|text| text.as_bytes().to_vec()),
+            timestamp: None,
+        }
+    }
+
+    fn rejection() -> Rejection {
+        Rejection::new(RejectReason::RejectedByDatabase, "set aside")
+    }
+
+    /// Whatever way a record's bytes are held, its dead letter has them as delivered.
+    #[test]
+    fn a_records_bytes_come_back_as_delivered_however_they_are_held() {
+        let escaped = PLAIN.replace("t-1", r"t-\u0031");
+        for (text, in_event) in [(PLAIN, true), (escaped.as_str(), false)] {
+            let work = Work::from_record("topic", 3, record(Some(text)), 1024);
+            match &work {
+                Work::Event { payload, event, .. } => {
+                    assert_eq!(matches!(payload, Payload::InEvent), in_event, "{text}");
+                    assert_eq!(event.ticket_id(), "t-1");
+                }
+                Work::DeadLetter { letter, .. } => panic!("{letter:?}"),
+            }
+            let letter = work.dead_letter("topic", rejection());
+            assert_eq!(letter.payload.as_deref(), Some(text.as_bytes()));
+            assert_eq!(letter.key.as_deref(), Some(&b"t-1"[..]));
+            assert_eq!((letter.partition, letter.offset), (3, 7));
+        }
+    }
+
+    #[test]
+    fn a_malformed_or_missing_payload_is_a_dead_letter_with_its_bytes() {
+        for payload in [Some("{not json"), Some(""), None] {
+            match Work::from_record("topic", 0, record(payload), 1024) {
+                Work::DeadLetter { letter, .. } => {
+                    assert_eq!(letter.payload.as_deref(), payload.map(str::as_bytes));
+                    assert_eq!(letter.key.as_deref(), Some(&b"t-1"[..]));
+                }
+                Work::Event { event, .. } => panic!("{event:?}"),
+            }
+        }
+        // Too long: rejected before it is read, its bytes kept.
+        match Work::from_record("topic", 0, record(Some(PLAIN)), 16) {
+            Work::DeadLetter { letter, .. } => {
+                assert_eq!(letter.rejection.reason, RejectReason::PayloadTooLarge);
+                assert_eq!(letter.payload.as_deref(), Some(PLAIN.as_bytes()));
+            }
+            Work::Event { event, .. } => panic!("{event:?}"),
+        }
+    }
 }

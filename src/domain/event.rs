@@ -29,10 +29,10 @@ pub const MAX_STATUS_CHARS: usize = 64;
 /// One logical ticket status transition. Only `event_id` identifies it.
 ///
 /// Its four text fields are spans of one buffer: parsed from a record
-/// ([`TicketEvent::parse_shared`]) whose fields are written without escapes (nearly all of
-/// them), the record's payload itself, shared instead of copied; otherwise a buffer of the four
-/// fields made once. So an event costs no allocation of its own, one reference count on the
-/// payload, and 80 bytes (a partition's backlog holds one per record it cannot resolve).
+/// ([`TicketEvent::parse_payload`]) whose fields are written without escapes (nearly all of
+/// them), the record's payload itself, taken instead of copied; otherwise a buffer of the four
+/// fields made once. So an event costs no allocation of its own and 80 bytes (a partition's
+/// backlog holds one per record it cannot resolve).
 #[derive(Clone)]
 pub struct TicketEvent {
     /// Where the text fields are (see [`Spans`]).
@@ -410,7 +410,7 @@ impl<'de: 'a, 'a> Visitor<'de> for FieldVisitor<'a> {
 
 impl TicketEvent {
     /// Parses and validates a record's value bytes, accepting at most `max_bytes` of them.
-    /// The event's text is copied out of `bytes` (see [`TicketEvent::parse_shared`]).
+    /// The event's text is copied out of `bytes` (see [`TicketEvent::parse_payload`]).
     pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<TicketEvent, Rejection> {
         if bytes.len() > max_bytes {
             return Err(too_large(bytes, max_bytes));
@@ -420,55 +420,45 @@ impl TicketEvent {
 
     /// As [`TicketEvent::parse`], with fields that share `payload` where they can.
     pub fn parse_shared(payload: &Bytes, max_bytes: usize) -> Result<TicketEvent, Rejection> {
-        let bytes: &[u8] = payload;
-        if bytes.len() > max_bytes {
-            return Err(too_large(bytes, max_bytes));
+        match TicketEvent::parse_payload(payload.clone(), max_bytes) {
+            Parsed::InPlace(event) | Parsed::Apart(event, _) => Ok(event),
+            Parsed::Rejected(rejection, _) => Err(rejection),
         }
-        let wire = match scan::scan(bytes) {
+    }
+
+    /// Parses a record's payload, taking it. Nearly every payload becomes the event's text as
+    /// it is ([`Parsed::InPlace`]): no copy, and no second owner of the bytes, whose shared
+    /// count would cost an allocation and two atomic operations per record on the busiest
+    /// thread.
+    pub fn parse_payload(payload: Bytes, max_bytes: usize) -> Parsed {
+        if payload.len() > max_bytes {
+            return Parsed::Rejected(too_large(&payload, max_bytes), payload);
+        }
+        let wire = match scan::scan(&payload) {
             Some(scanned) => {
-                if let Some(event) = scanned
-                    .texts()
-                    .and_then(|texts| TicketEvent::of_plain_texts(payload, texts))
-                {
-                    return Ok(event);
+                if let Some(plain) = scanned.texts().and_then(Plain::of) {
+                    return Parsed::InPlace(plain.event(payload));
                 }
                 scanned.wire()
             }
-            None => serde_json::from_slice(bytes).map_err(|e| classify_json_error(bytes, &e))?,
+            None => match serde_json::from_slice(&payload) {
+                Ok(wire) => wire,
+                Err(error) => {
+                    let rejection = classify_json_error(&payload, &error);
+                    return Parsed::Rejected(rejection, payload);
+                }
+            },
         };
-
-        wire.event(payload)
+        match wire.event(&payload) {
+            Ok(event) => Parsed::Apart(event, payload),
+            Err(rejection) => Parsed::Rejected(rejection, payload),
+        }
     }
 
-    /// The event of five strings the scan found in `payload`, if they pass every check without
-    /// a look at their characters: each text field starts with a printable ASCII character
-    /// (so it is not blank) and has no more bytes than its bound has characters, and
-    /// `changed_at` has the common shape. Nearly every record is such; any other is left to
-    /// [`Wire::event`], which gives the same event or says why there is none.
-    fn of_plain_texts(payload: &Bytes, texts: [scan::Text<'_>; 5]) -> Option<TicketEvent> {
-        let [event_id, ticket_id, from_status, to_status, changed_at] = texts;
-        let plain = |field: &scan::Text<'_>, max_chars: usize| {
-            field.text.len() <= max_chars
-                && matches!(field.text.as_bytes().first(), Some(0x21..=0x7e))
-        };
-        let checked = plain(&event_id, MAX_EVENT_ID_CHARS)
-            && plain(&ticket_id, MAX_TICKET_ID_CHARS)
-            && plain(&from_status, MAX_STATUS_CHARS)
-            && plain(&to_status, MAX_STATUS_CHARS);
-        if !checked {
-            return None;
-        }
-        Some(TicketEvent {
-            id_hash: id_hash(event_id.text),
-            text: payload.clone(),
-            spans: Spans([
-                event_id.span,
-                ticket_id.span,
-                from_status.span,
-                to_status.span,
-            ]),
-            changed_at: timestamp::utc(changed_at.text)?,
-        })
+    /// The buffer the text fields lie in: for an event [`Parsed::InPlace`], the record's
+    /// payload as delivered.
+    pub fn text_buffer(&self) -> &Bytes {
+        &self.text
     }
 
     /// The canonical JSON encoding of this event (what a well-behaved producer sends).
@@ -485,6 +475,66 @@ impl TicketEvent {
 }
 
 /// Why a payload is refused before it is read.
+/// What a payload of five plain strings (as the scan found them) makes of an event, found
+/// without a look at their characters: each text field starts with a printable ASCII character
+/// (so it is not blank) and has no more bytes than its bound has characters, and `changed_at`
+/// has the common shape. Nearly every record is such; any other is left to [`Wire::event`],
+/// which gives the same event or says why there is none.
+struct Plain {
+    spans: Spans,
+    id_hash: u32,
+    changed_at: DateTime<Utc>,
+}
+
+impl Plain {
+    fn of(texts: [scan::Text<'_>; 5]) -> Option<Plain> {
+        let [event_id, ticket_id, from_status, to_status, changed_at] = texts;
+        let plain = |field: &scan::Text<'_>, max_chars: usize| {
+            field.text.len() <= max_chars
+                && matches!(field.text.as_bytes().first(), Some(0x21..=0x7e))
+        };
+        let checked = plain(&event_id, MAX_EVENT_ID_CHARS)
+            && plain(&ticket_id, MAX_TICKET_ID_CHARS)
+            && plain(&from_status, MAX_STATUS_CHARS)
+            && plain(&to_status, MAX_STATUS_CHARS);
+        if !checked {
+            return None;
+        }
+        Some(Plain {
+            spans: Spans([
+                event_id.span,
+                ticket_id.span,
+                from_status.span,
+                to_status.span,
+            ]),
+            id_hash: id_hash(event_id.text),
+            changed_at: timestamp::utc(changed_at.text)?,
+        })
+    }
+
+    /// The event, its text `payload`: the bytes the spans were found in.
+    fn event(self, payload: Bytes) -> TicketEvent {
+        TicketEvent {
+            text: payload,
+            spans: self.spans,
+            changed_at: self.changed_at,
+            id_hash: self.id_hash,
+        }
+    }
+}
+
+/// A record's payload, parsed by [`TicketEvent::parse_payload`].
+#[derive(Debug)]
+pub enum Parsed {
+    /// The event, whose text is the payload itself.
+    InPlace(TicketEvent),
+    /// The event, its text a buffer of its own or a share of the payload (a field was
+    /// escaped, or unusual), and the payload.
+    Apart(TicketEvent, Bytes),
+    /// Why the payload makes no event, and the payload.
+    Rejected(Rejection, Bytes),
+}
+
 fn too_large(bytes: &[u8], max_bytes: usize) -> Rejection {
     Rejection::new(
         RejectReason::PayloadTooLarge,
@@ -1020,15 +1070,23 @@ mod tests {
             .and_then(|scanned| scanned.texts())
             .unwrap();
         assert_eq!(
-            TicketEvent::of_plain_texts(&payload, texts),
+            Plain::of(texts).map(|plain| plain.event(payload.clone())),
             Some(event.clone())
         );
+        // Parsed from the record, the event takes its payload as its text.
+        match TicketEvent::parse_payload(payload.clone(), LIMIT) {
+            Parsed::InPlace(parsed) => {
+                assert_eq!(parsed, event);
+                assert!(parsed.shares(&payload));
+            }
+            other => panic!("{other:?}"),
+        }
         for blank in [" open", "", "\u{a0}open"] {
             let text = STORY_900.replace("\"open\"", &format!("\"{blank}\""));
             let payload = Bytes::from(text);
             let texts = scan::scan(&payload).and_then(|scanned| scanned.texts());
             assert!(
-                texts.is_none_or(|texts| TicketEvent::of_plain_texts(&payload, texts).is_none()),
+                texts.is_none_or(|texts| Plain::of(texts).is_none()),
                 "{blank:?}"
             );
         }

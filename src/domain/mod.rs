@@ -24,7 +24,8 @@ pub use connection_health::{ConnectionHealth, ConnectionStatus};
 pub use dead_letter::{DeadLetter, LetterState};
 pub use duplicate::DuplicateCause;
 pub use event::{
-    MAX_EVENT_ID_CHARS, MAX_STATUS_CHARS, MAX_TICKET_ID_CHARS, RejectReason, Rejection, TicketEvent,
+    MAX_EVENT_ID_CHARS, MAX_STATUS_CHARS, MAX_TICKET_ID_CHARS, Parsed, RejectReason, Rejection,
+    TicketEvent,
 };
 pub use fetch_error::{FetchFailure, Held, HeldCause, Trouble};
 pub use offsets::ObservedOffsets;

@@ -14,7 +14,7 @@ use history_consumer::inbox::batch::{
 };
 use history_consumer::inbox::duplicates::classify_many;
 use history_consumer::inbox::recently_applied::RecentlyApplied;
-use history_consumer::work::{Policy, Work, execute_batch};
+use history_consumer::work::{Payload, Policy, Work, execute_batch};
 
 use crate::support::faults::Trigger;
 use crate::support::helpers::{TestDb, test_database, test_database_with};
@@ -595,7 +595,7 @@ fn work(event: &TicketEvent, offset: i64) -> Work {
         origin: at(offset),
         timestamp: None,
         key: None,
-        payload: None,
+        payload: Payload::Apart(None),
     }
 }
 
