@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 use crate::domain::CauseKind;
@@ -37,6 +37,7 @@ struct Families {
     commits: IntCounterVec,
     rebalances: IntCounterVec,
     kafka_errors: IntCounter,
+    transactions_in_flight: IntGauge,
     kafka_connection_errors: IntCounterVec,
     kafka_connection_failing: IntGaugeVec,
     admin_auth_failures: IntCounterVec,
@@ -225,6 +226,15 @@ impl Metrics {
                         5.0, 10.0,
                     ]),
                     &["outcome"],
+                )
+                .expect("valid metric"),
+            ),
+            transactions_in_flight: r.register(
+                IntGauge::new(
+                    "history_transactions_in_flight",
+                    "Inbox transactions of records the member runs now, over all its partitions; \
+                     a partition's next batch joins its running one only while this is below \
+                     --transactions-in-flight.",
                 )
                 .expect("valid metric"),
             ),
@@ -466,6 +476,11 @@ impl Metrics {
 
     pub fn observe_rebalance(&self, kind: &str) {
         self.families.rebalances.with_label_values(&[kind]).inc();
+    }
+
+    /// The member's count of transactions in flight (see `actors::partition::transactions`).
+    pub fn transactions_in_flight(&self) -> IntGauge {
+        self.families.transactions_in_flight.clone()
     }
 
     pub fn observe_kafka_error(&self) {

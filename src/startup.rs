@@ -314,7 +314,10 @@ impl Actors {
                 linger: runtime.batch_linger,
                 batches_in_flight: runtime.batches_in_flight,
             },
-            transactions: TransactionsInFlight::new(runtime.transactions_in_flight),
+            transactions: TransactionsInFlight::new(
+                runtime.transactions_in_flight,
+                metrics.transactions_in_flight(),
+            ),
             retry: runtime.retry,
             max_payload_bytes: runtime.max_payload_bytes,
             work_timeout: runtime.work_timeout,
