@@ -31,10 +31,8 @@ pub struct SaslKafka {
     /// A user with a SCRAM-SHA-512 credential.
     pub user_512: String,
     pub password_512: String,
-    /// Where the users live (`users.db`), for more brokers on the same file.
-    dir: PathBuf,
     binary: PathBuf,
-    _plain: TansuServer,
+    _users: Users,
     _authenticating: TansuServer,
 }
 
@@ -45,6 +43,7 @@ pub struct SaslTlsKafka {
     pub authority: Authority,
     _front: Front,
     _tansu: TansuServer,
+    _users: Users,
 }
 
 /// The SASL broker every SASL test of this process shares, started on first use.
@@ -80,32 +79,42 @@ pub fn sasl_options(user: &str, password: &str) -> Vec<(String, String)> {
     ]
 }
 
-impl SaslKafka {
-    fn start() -> Result<SaslKafka, String> {
-        let binary = find_binary()?;
+/// The users of a broker: `users.db` in a folder of its own, written by a broker without
+/// authentication that stays up with it (tansu creates users through a broker).
+struct Users {
+    dir: PathBuf,
+    _plain: TansuServer,
+}
+
+/// The two users every SASL broker has (names and passwords).
+struct Credentials<'a> {
+    user: &'a str,
+    password: &'a str,
+    user_512: &'a str,
+    password_512: &'a str,
+}
+
+impl Users {
+    /// `credentials`' users in a new folder.
+    fn create(binary: &Path, credentials: &Credentials<'_>) -> Result<Users, String> {
         // Kept until the process ends (the brokers hold the file); in the temp folder.
         let dir = tempfile::Builder::new()
             .prefix("sasl-kafka")
             .tempdir()
             .map_err(|e| e.to_string())?
             .keep();
-        let storage = "sqlite://users.db";
         let plain = TansuServer::launch(&Launch {
-            binary: binary.clone(),
-            storage,
+            binary: binary.to_owned(),
+            storage: USERS,
             dir: Some(&dir),
             authentication: None,
             advertised: None,
         })?;
-        let user = "history".to_owned();
-        let password = unique_name("secret");
-        let user_512 = "history512".to_owned();
-        let password_512 = unique_name("secret");
         for (name, secret, mechanism) in [
-            (&user, &password, "scram256"),
-            (&user_512, &password_512, "scram512"),
+            (credentials.user, credentials.password, "scram256"),
+            (credentials.user_512, credentials.password_512, "scram512"),
         ] {
-            let created = Command::new(&binary)
+            let created = Command::new(binary)
                 .args(["user", "create", name, secret])
                 .args(["--mechanism", mechanism])
                 .args(["--broker", &format!("tcp://{}", plain.brokers)])
@@ -120,11 +129,34 @@ impl SaslKafka {
                 ));
             }
         }
+        Ok(Users { dir, _plain: plain })
+    }
+}
+
+/// The storage of every SASL broker: its users and its topics, relative to its folder. Each
+/// serving broker has a file of its own: tansu 0.6's sqlite engine fails a write that meets
+/// another process's at once (see `tansu::TANSU_BUSY_TRIES`).
+const USERS: &str = "sqlite://users.db";
+
+impl SaslKafka {
+    fn start() -> Result<SaslKafka, String> {
+        let binary = find_binary()?;
+        let (user, password) = ("history".to_owned(), unique_name("secret"));
+        let (user_512, password_512) = ("history512".to_owned(), unique_name("secret"));
+        let users = Users::create(
+            &binary,
+            &Credentials {
+                user: &user,
+                password: &password,
+                user_512: &user_512,
+                password_512: &password_512,
+            },
+        )?;
         let options = sasl_options(&user, &password);
         let authenticating = TansuServer::launch(&Launch {
             binary: binary.clone(),
-            storage,
-            dir: Some(&dir),
+            storage: USERS,
+            dir: Some(&users.dir),
             authentication: Some(&options),
             advertised: None,
         })?;
@@ -134,9 +166,8 @@ impl SaslKafka {
             password,
             user_512,
             password_512,
-            dir,
             binary,
-            _plain: plain,
+            _users: users,
             _authenticating: authenticating,
         })
     }
@@ -156,7 +187,17 @@ impl SaslKafka {
     }
 
     fn start_over_tls(&self) -> Result<SaslTlsKafka, String> {
-        let authority = Authority::new(&self.dir, "sasl-kafka-ca").map_err(|e| e.to_string())?;
+        // The same users in a file of its own (see `USERS`).
+        let users = Users::create(
+            &self.binary,
+            &Credentials {
+                user: &self.user,
+                password: &self.password,
+                user_512: &self.user_512,
+                password_512: &self.password_512,
+            },
+        )?;
+        let authority = Authority::new(&users.dir, "sasl-kafka-ca").map_err(|e| e.to_string())?;
         let server = authority
             .issue_server("sasl-broker", &["localhost", "127.0.0.1"])
             .map_err(|e| e.to_string())?;
@@ -164,17 +205,18 @@ impl SaslKafka {
         let options = self.options();
         let tansu = TansuServer::launch(&Launch {
             binary: self.binary.clone(),
-            storage: "sqlite://users.db",
-            dir: Some(&self.dir),
+            storage: USERS,
+            dir: Some(&users.dir),
             authentication: Some(&options),
             advertised: Some(port),
         })?;
-        let front = start_front(&self.dir, &server, &tansu.brokers, port, Clients::Any)?;
+        let front = start_front(&users.dir, &server, &tansu.brokers, port, Clients::Any)?;
         Ok(SaslTlsKafka {
             brokers: front.brokers.clone(),
             authority,
             _front: front,
             _tansu: tansu,
+            _users: users,
         })
     }
 
