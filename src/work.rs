@@ -65,21 +65,10 @@ impl Work {
             partition,
             offset: record.offset,
         };
-        let Some(payload) = record.payload else {
-            let rejection = match TicketEvent::parse_payload(Bytes::new(), max_payload_bytes) {
-                Parsed::Rejected(rejection, _) => rejection,
-                Parsed::InPlace(_) | Parsed::Apart(..) => unreachable!("no bytes make no event"),
-            };
-            return Work::dead_letter_of(
-                topic,
-                origin,
-                record.timestamp,
-                record.key,
-                None,
-                rejection,
-            );
-        };
-        match TicketEvent::parse_payload(Bytes::from(payload), max_payload_bytes) {
+        // A record without a payload (a tombstone) is parsed as no bytes, which make no event.
+        let present = record.payload.is_some();
+        let payload = Bytes::from(record.payload.unwrap_or_default());
+        match TicketEvent::parse_payload(payload, max_payload_bytes) {
             Parsed::InPlace(event) => Work::Event {
                 event,
                 origin,
@@ -94,35 +83,17 @@ impl Work {
                 key: record.key,
                 payload: Payload::Apart(Some(payload)),
             },
-            Parsed::Rejected(rejection, payload) => Work::dead_letter_of(
-                topic,
-                origin,
-                record.timestamp,
-                record.key,
-                Some(payload),
-                rejection,
-            ),
-        }
-    }
-
-    fn dead_letter_of(
-        topic: &str,
-        origin: Origin,
-        timestamp: Option<DateTime<Utc>>,
-        key: Option<RecordKey>,
-        payload: Option<Bytes>,
-        rejection: Rejection,
-    ) -> Work {
-        Work::DeadLetter {
-            letter: DeadLetter {
-                topic: topic.to_owned(),
-                partition: origin.partition,
-                offset: origin.offset,
-                key: key.as_deref().map(<[u8]>::to_vec),
-                payload: payload.map(Vec::from),
-                rejection,
+            Parsed::Rejected(rejection, payload) => Work::DeadLetter {
+                letter: DeadLetter {
+                    topic: topic.to_owned(),
+                    partition,
+                    offset: record.offset,
+                    key: record.key.as_deref().map(<[u8]>::to_vec),
+                    payload: present.then(|| Vec::from(payload)),
+                    rejection,
+                },
+                timestamp: record.timestamp,
             },
-            timestamp,
         }
     }
 

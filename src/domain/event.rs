@@ -457,7 +457,7 @@ impl TicketEvent {
 
     /// The buffer the text fields lie in: for an event [`Parsed::InPlace`], the record's
     /// payload as delivered.
-    pub fn text_buffer(&self) -> &Bytes {
+    pub(crate) fn text_buffer(&self) -> &Bytes {
         &self.text
     }
 
@@ -474,7 +474,6 @@ impl TicketEvent {
     }
 }
 
-/// Why a payload is refused before it is read.
 /// What a payload of five plain strings (as the scan found them) makes of an event, found
 /// without a look at their characters: each text field starts with a printable ASCII character
 /// (so it is not blank) and has no more bytes than its bound has characters, and `changed_at`
@@ -535,6 +534,7 @@ pub enum Parsed {
     Rejected(Rejection, Bytes),
 }
 
+/// Why a payload is refused before it is read.
 fn too_large(bytes: &[u8], max_bytes: usize) -> Rejection {
     Rejection::new(
         RejectReason::PayloadTooLarge,
