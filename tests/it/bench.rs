@@ -77,7 +77,7 @@ async fn a_quick_bench_writes_every_phase_target_and_plot_and_keeps_the_notes() 
         "p99 produce-to-commit at 50 % of the default B's rate",
         "end-to-end over TLS (verify-full) / plaintext, default case",
         "end-to-end / ceiling 2 in the same state, 10 k rows of UUIDv4 ids in the inbox",
-        "process CPU per event, default case",
+        "the service's CPU per event, default case (its threads",
         "the default case's one run / its ceiling 2",
         "### Over TLS beside plaintext",
         "| 1 | plaintext | first | 2,000 (",

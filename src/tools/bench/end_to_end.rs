@@ -105,6 +105,7 @@ pub async fn consume_unchecked(
     let topic = &published.topic;
     let mut settings = service::settings(topic.brokers(), &topic.name, url, case.batch_size);
     settings.runtime.batches_in_flight = case.batches_in_flight;
+    let foreign = probe::threads_before_the_service();
     let service = Service::start(settings).await?;
     probe::reset_peak_rss();
     let mut watch = Watch::new(topic.partitions);
@@ -123,7 +124,7 @@ pub async fn consume_unchecked(
         .first_fetch
         .take()
         .unwrap_or_else(|| (done, cpu_after.clone()));
-    let cpu = cpu_before.usage_until(&cpu_after);
+    let cpu = cpu_before.usage_without(&cpu_after, &foreign);
     let elapsed = done - first_fetch;
     let records = published.sent.len() as u64;
     let rate = measure::rate(records, elapsed);

@@ -3,7 +3,7 @@
 //! thread name, with the PostgreSQL processes of the machine beside it. Linux only; elsewhere
 //! the numbers are absent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 /// Resets the process's peak RSS to its current RSS; returns whether the kernel took it.
@@ -64,6 +64,9 @@ pub struct CpuSnapshot {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CpuUsage {
     pub process: f64,
+    /// The service's threads: the process less the threads that ran before the service
+    /// started (see [`threads_before_the_service`]); `process` when none were set apart.
+    pub service: f64,
     /// By thread name, busiest first (threads sharing a name are summed).
     pub threads: Vec<(String, f64)>,
     pub postgres: f64,
@@ -90,6 +93,11 @@ impl CpuSnapshot {
     /// What happened between `self` and `later`. Threads and processes that ended in between
     /// are missing from both sides' sums.
     pub fn usage_until(&self, later: &CpuSnapshot) -> CpuUsage {
+        self.usage_without(later, &BTreeSet::new())
+    }
+
+    /// [`CpuSnapshot::usage_until`], with `foreign` threads left out of the service's share.
+    pub fn usage_without(&self, later: &CpuSnapshot, foreign: &BTreeSet<u32>) -> CpuUsage {
         let seconds = later.at.duration_since(self.at).as_secs_f64();
         let per_second = clock_ticks_per_second() as f64;
         if seconds <= 0.0 || per_second <= 0.0 {
@@ -97,9 +105,14 @@ impl CpuSnapshot {
         }
         let cores = |ticks: u64| ticks as f64 / per_second / seconds;
         let mut by_name: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut service = 0;
         for (tid, (name, ticks)) in &later.threads {
             let before = self.threads.get(tid).map_or(0, |(_, t)| *t);
-            *by_name.entry(name.as_str()).or_default() += ticks.saturating_sub(before);
+            let spent = ticks.saturating_sub(before);
+            *by_name.entry(name.as_str()).or_default() += spent;
+            if !foreign.contains(tid) {
+                service += spent;
+            }
         }
         let process = by_name.values().sum();
         let mut threads: Vec<(String, f64)> = by_name
@@ -115,10 +128,27 @@ impl CpuSnapshot {
             .sum();
         CpuUsage {
             process: cores(process),
+            service: cores(service),
             threads,
             postgres: cores(postgres),
         }
     }
+}
+
+/// This process's threads now, but its main thread. Taken right before the service starts in
+/// this process, they are the threads that are not the service's: the embedded broker's, the
+/// benchmark's producer's and runtime's. The main thread runs the service's actors and the
+/// benchmark's own watch; it counts as the service's whole.
+pub fn threads_before_the_service() -> BTreeSet<u32> {
+    let main = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc/self/task") else {
+        return BTreeSet::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|tid| *tid != main)
+        .collect()
 }
 
 struct Stat {
@@ -187,6 +217,31 @@ mod tests {
     }
 
     #[test]
+    fn threads_set_apart_count_in_the_process_and_not_in_the_service() {
+        let hz = u64::try_from(clock_ticks_per_second()).unwrap();
+        let at = Instant::now();
+        let snapshot = |at: Instant, ticks: u64, threads: &[(u32, &str)]| CpuSnapshot {
+            at,
+            threads: threads
+                .iter()
+                .map(|(tid, name)| (*tid, (name.to_string(), ticks)))
+                .collect(),
+            postgres: BTreeMap::new(),
+        };
+        let before = snapshot(at, 0, &[(1, "main"), (2, "rdk:mock")]);
+        // A second later each thread has used a core-second; the driver started meanwhile.
+        let later = snapshot(
+            at + std::time::Duration::from_secs(1),
+            hz,
+            &[(1, "main"), (2, "rdk:mock"), (3, "kafka-driver")],
+        );
+        let usage = before.usage_without(&later, &BTreeSet::from([2]));
+        assert!((usage.process - 3.0).abs() < 1e-9, "{usage:?}");
+        assert!((usage.service - 2.0).abs() < 1e-9, "{usage:?}");
+        assert_eq!(usage.threads.len(), 3);
+    }
+
+    #[test]
     fn this_process_can_see_its_own_memory_and_threads() {
         if cfg!(target_os = "linux") {
             assert!(current_rss().unwrap() > 0);
@@ -195,6 +250,7 @@ mod tests {
             assert!(!snapshot.threads.is_empty());
             let usage = snapshot.usage_until(&CpuSnapshot::take());
             assert!(usage.process >= 0.0);
+            assert_eq!(usage.service, usage.process);
         }
     }
 }

@@ -34,7 +34,7 @@ const HEADER: [&str; 14] = [
     "/ ceiling 2",
     "peak RSS",
     "CPU cores: process + PostgreSQL",
-    "process CPU µs/event",
+    "process CPU µs/event (the service's threads)",
     "ceiling 2 CPU cores: process + PostgreSQL",
 ];
 
@@ -89,9 +89,12 @@ fn cpu(usage: &CpuUsage) -> String {
     format!("{:.2} + {:.2}", usage.process, usage.postgres)
 }
 
+/// The process's CPU per event, and its service threads' in brackets.
 fn cpu_per_event(run: &Throughput) -> String {
-    run.cpu_per_event_us()
-        .map_or("n/a".into(), |us| format!("{us:.1}"))
+    match (run.cpu_per_event_us(), run.service_cpu_per_event_us()) {
+        (Some(process), Some(service)) => format!("{process:.1} ({service:.1})"),
+        _ => "n/a".into(),
+    }
 }
 
 fn load(load: Option<[f64; 3]>) -> String {
@@ -303,7 +306,7 @@ const TLS_HEADER: [&str; 9] = [
     "events/s",
     "peak RSS",
     "CPU cores: process + PostgreSQL",
-    "process CPU µs/event",
+    "process CPU µs/event (the service's threads)",
 ];
 
 fn tls_lines(report: &Report) -> Vec<Vec<String>> {
@@ -837,8 +840,8 @@ mod tests {
             "![events/s against rows already in the inbox](benchmarks/inbox-size.svg)",
             "(benchmarks/latency.svg)",
             "| default (empty inbox) | 256 | 4 | 0 | 10 % | 200,000 (180,000) |",
-            "| 2.22 | 90,000 | 100,000 | 0.90 | 60 MB | 0.15 + 1.20 | 1.7 |",
-            "| process CPU per event, default case | 1.7 µs | ≤ 2.0 µs | met |",
+            "| 2.22 | 90,000 | 100,000 | 0.90 | 60 MB | 0.15 + 1.20 | 1.7 (1.6) |",
+            "| the service's CPU per event, default case (its threads: the process less the embedded broker's and the benchmark producer's) | 1.6 µs | ≤ 2.0 µs | met |",
             "| 10 M rows in the inbox | 256 | 4 | 10 M | 10 % |",
             "| replay: a second group re-reads the topic | 256 | 4 | 0 | 100 % (replay) |",
             "| default again, at the end |",

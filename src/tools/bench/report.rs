@@ -98,6 +98,11 @@ impl Throughput {
     pub fn cpu_per_event_us(&self) -> Option<f64> {
         micros_per_record(self.cpu.process, self.elapsed, self.records)
     }
+
+    /// The same of the service's threads alone ([`CpuUsage::service`]).
+    pub fn service_cpu_per_event_us(&self) -> Option<f64> {
+        micros_per_record(self.cpu.service, self.elapsed, self.records)
+    }
 }
 
 /// A ceiling: the same records through one side alone.
@@ -504,6 +509,7 @@ pub(super) mod tests {
             peak_rss: Some(60_000_000),
             cpu: CpuUsage {
                 process: 0.15,
+                service: 0.14,
                 threads: vec![("history-consume".into(), 0.1)],
                 postgres: 1.2,
             },
@@ -520,6 +526,7 @@ pub(super) mod tests {
             peak_rss: Some(50_000_000),
             cpu: CpuUsage {
                 process: 0.1,
+                service: 0.1,
                 threads: Vec::new(),
                 postgres: 1.5,
             },
