@@ -415,12 +415,7 @@ impl TicketEvent {
         if bytes.len() > max_bytes {
             return Err(too_large(bytes, max_bytes));
         }
-        TicketEvent::parse_shared(&Bytes::copy_from_slice(bytes), max_bytes)
-    }
-
-    /// As [`TicketEvent::parse`], with fields that share `payload` where they can.
-    pub fn parse_shared(payload: &Bytes, max_bytes: usize) -> Result<TicketEvent, Rejection> {
-        match TicketEvent::parse_payload(payload.clone(), max_bytes) {
+        match TicketEvent::parse_payload(Bytes::copy_from_slice(bytes), max_bytes) {
             Parsed::InPlace(event) | Parsed::Apart(event, _) => Ok(event),
             Parsed::Rejected(rejection, _) => Err(rejection),
         }
@@ -728,10 +723,18 @@ mod tests {
 
     const STORY_900: &str = r#"{"event_id":"event-ticket-900","ticket_id":"ticket-42","from_status":"open","to_status":"resolved","changed_at":"2026-10-03T08:00:00Z"}"#;
 
+    /// The event `payload` makes, parsed from a handle on the same bytes.
+    fn parsed_from(payload: &Bytes) -> TicketEvent {
+        match TicketEvent::parse_payload(payload.clone(), LIMIT) {
+            Parsed::InPlace(event) | Parsed::Apart(event, _) => event,
+            Parsed::Rejected(rejection, _) => panic!("{rejection:?}"),
+        }
+    }
+
     #[test]
     fn text_without_escapes_shares_the_payload_and_escaped_text_is_its_own() {
         let payload = Bytes::from(STORY_900.replace(r#""open""#, r#""op\u0065n""#));
-        let event = TicketEvent::parse_shared(&payload, LIMIT).unwrap();
+        let event = parsed_from(&payload);
         assert_eq!(event.from_status(), "open");
         assert!(
             !event.shares(&payload),
@@ -740,7 +743,7 @@ mod tests {
         assert_eq!(event, TicketEvent::parse(&payload, LIMIT).unwrap());
 
         let payload = Bytes::from(STORY_900);
-        let event = TicketEvent::parse_shared(&payload, LIMIT).unwrap();
+        let event = parsed_from(&payload);
         assert!(event.shares(&payload), "no escapes: the payload itself");
         assert_eq!(event, crate::domain::story::event_900());
         assert!(std::mem::size_of::<TicketEvent>() <= 80);

@@ -30,7 +30,7 @@ impl TransactionsInFlight {
 
     /// Whether another batch may join a running one.
     pub fn has_room(&self) -> bool {
-        usize::try_from(self.running.get()).unwrap_or(0) < self.bound
+        self.running() < self.bound
     }
 
     /// Counts a unit of work until the returned guard drops.

@@ -141,12 +141,9 @@ impl CpuSnapshot {
 /// benchmark's own watch; it counts as the service's whole.
 pub fn threads_before_the_service() -> BTreeSet<u32> {
     let main = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc/self/task") else {
-        return BTreeSet::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+    stats("/proc/self/task")
+        .into_iter()
+        .map(|(tid, _)| tid)
         .filter(|tid| *tid != main)
         .collect()
 }

@@ -95,7 +95,8 @@ impl TansuServer {
 /// 100): the request valid and sent after SASL succeeded, the answer -1 within milliseconds.
 /// Theirs, not ours; a refusal that lasts still fails the test after the last try.
 /// Since then each SASL broker that serves tests has a file of its own (`sasl_kafka::USERS`;
-/// the broker that wrote the users stays idle on it); the retry stays for any other meeting.
+/// the broker that wrote the users shares it but serves no test); the retry stays for any
+/// other meeting.
 pub const TANSU_BUSY_TRIES: u32 = 5;
 pub const TANSU_BUSY_PAUSE: Duration = Duration::from_millis(100);
 
