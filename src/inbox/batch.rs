@@ -1,20 +1,22 @@
 //! The batched inbox transaction: many records resolved in one transaction, outcomes per record.
 //!
-//! One multi-row inbox insert (`ON CONFLICT DO NOTHING RETURNING event_id`, the ids gathered
-//! into one array), one multi-row history insert for exactly the ids that came back, one
-//! multi-row dead-letter insert, one commit; the last three are sent together, in that order,
-//! once the markers' reply is in (see `write_and_commit`: one round trip for them, and a write
+//! One statement inserts the markers and the history rows ([`STORE_EVENTS`]): a multi-row
+//! inbox insert (`ON CONFLICT DO NOTHING RETURNING event_id`, the ids gathered into one array)
+//! and, in the same statement, a multi-row history insert for exactly the ids that came back.
+//! BEGIN, that statement, one multi-row dead-letter insert and COMMIT are sent together, in that
+//! order (see [`in_one_round_trip`]: one round trip for the whole transaction, and a statement
 //! that fails makes the COMMIT behind it roll back). The unique index on `inbox.event_id` is
 //! still the only arbiter of "already seen": an id comes back only when this transaction
 //! inserted its marker, and an id that does not come back is committed by someone else (an
 //! insert that meets an uncommitted marker waits for its transaction and proceeds if that one
 //! rolls back).
 //!
-//! A batch of one event runs the SPEC §4 contract exactly: begin, marker insert, then either
-//! the history insert and commit (`Applied`), or no row back and a rollback (`AlreadyApplied`);
-//! any error is `Unknown` after one rollback whose own error is ignored. Larger batches keep
-//! that mapping per event; only their failure is coarser: any error leaves every record of the
-//! batch unknown, and the caller isolates them through the one-event path.
+//! Per event, a batch keeps the SPEC §4 mapping: a marker inserted and its history row stored
+//! with it, committed (`Applied`); no marker inserted, nothing written for it
+//! (`AlreadyApplied`). Its failure is coarser: any error, a failed or lost COMMIT reply
+//! included, leaves every record of the batch unknown, after one rollback whose own error is
+//! ignored, and the caller isolates them through the one-event path, which runs SPEC §4's
+//! statements one by one (`inbox::postgres`).
 //!
 //! Distinct event ids are inserted sorted, so that two batches sharing ids take their row locks
 //! in the same order and wait for each other instead of deadlocking. One exception: the ids
@@ -39,7 +41,7 @@ use super::contract::Origin;
 use super::dead_letters;
 use super::id_order;
 use super::sqlstate::Step;
-use super::statements::{SAVE_HISTORY, TRY_INBOX};
+use super::statements::STORE_EVENTS;
 use super::text_values::TextArrayBytes;
 use super::{MarkersHeld, PgInboxError};
 use crate::domain::DeadLetter;
@@ -115,7 +117,7 @@ pub async fn process_batch(
 }
 
 /// Resolves all `items` in one transaction (see the module docs), and says `held` as soon as
-/// its marker insert returned; the ids `elsewhere` may hold are inserted last.
+/// the statement that inserts its markers returned; the ids `elsewhere` may hold are inserted last.
 ///
 /// The first occurrence of an event id inside the batch is the one stored (its history row and
 /// its origin); later occurrences are `AlreadyApplied`. Any error, including a failed or lost
@@ -136,31 +138,15 @@ pub async fn process_batch_telling(
         letters,
         slots,
     } = plan(items, elsewhere);
-    let mut transaction = Session::begin(pool).await?;
-    let inserted = match insert_markers(transaction.client(), &events, split, held).await {
+    let mut transaction = Session::take(pool).await?;
+    let inserted = match in_one_round_trip(&transaction, &events, split, &letters, held).await {
         Ok(inserted) => inserted,
         Err(error) => {
             let _ = transaction.rollback().await;
             return Err(error);
         }
     };
-    let mut fresh: Vec<&TicketEvent> = Vec::with_capacity(events.len());
-    fresh.extend(
-        events
-            .iter()
-            .zip(&inserted)
-            .filter(|(_, inserted)| **inserted)
-            .map(|((event, _), _)| *event),
-    );
-    if fresh.is_empty() && letters.is_empty() {
-        // Nothing to commit (every event already stored, no dead letter): as SPEC §4's
-        // duplicate path, the outcomes are known without a commit and the rollback is cleanup
-        // only (a failed rollback detaches the session and changes no outcome).
-        let _ = transaction.rollback().await;
-    } else if let Err(error) = write_and_commit(&mut transaction, &fresh, &letters).await {
-        let _ = transaction.rollback().await;
-        return Err(error);
-    }
+    transaction.committed();
     let outcomes = outcomes(&slots, &inserted);
     debug_assert_eq!(outcomes.len(), items.len());
     Ok(outcomes)
@@ -316,162 +302,147 @@ impl Returned<'_> {
     }
 }
 
-/// The marker insert; returns, per planned event, whether this transaction inserted its
-/// marker.
-async fn insert_markers(
-    client: &Object,
+/// BEGIN, the events' markers and history rows ([`STORE_EVENTS`]), the dead letters and
+/// COMMIT, sent one behind the other without waiting for a reply: one round trip. Returns, per
+/// planned event, whether this transaction inserted its marker; says `held` once the events'
+/// statement has returned. The transaction stays whole:
+///
+/// - every statement is prepared before any is sent, so no preparation goes out between BEGIN
+///   and COMMIT;
+/// - each message goes out in order: tokio-postgres encodes and queues a statement before its
+///   future first waits, so one still pending after one poll is on its way, and one that
+///   finished at once without a reply failed before it was sent (its parameters, or a closed
+///   connection), which ends this with COMMIT unsent (the caller rolls back);
+/// - a statement that fails on the server aborts the transaction, and PostgreSQL answers the
+///   COMMIT that follows by rolling back: the statement's own error is returned;
+/// - a BEGIN that fails returns its error whatever followed: every outcome is then unknown.
+///   (Had the statements run outside a transaction, each would have been atomic on its own:
+///   markers and history rows are one statement.)
+///
+/// The caller marks the session committed only when every reply said so.
+async fn in_one_round_trip(
+    transaction: &Session,
     events: &[(&TicketEvent, Origin)],
     split: usize,
+    letters: &[&DeadLetter],
     mut held: MarkersHeld,
 ) -> Result<Vec<bool>, PgInboxError> {
-    let mut inserted = vec![false; events.len()];
-    if events.is_empty() {
-        return Ok(inserted);
-    }
-    let ids = Column::new(events, |(e, _)| e.event_id());
-    let partitions = Column::new(events, |(_, o)| o.partition);
-    let offsets = Column::new(events, |(_, o)| o.offset);
-    let failed = PgInboxError::at(Step::InsertMarker);
-    let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
-    let planned = PlannedIds::new(events);
-    let mut returned = Returned {
-        ids: &planned,
-        split,
-        next: 0,
-    };
-    // The markers are held once the statement has ended: only then may a later batch insert.
-    let read = async {
-        let row = client
-            .query_one(&statement, &[&ids, &partitions, &offsets])
-            .await?;
-        let returned_ids: Option<TextArrayBytes> = row.try_get(0)?;
-        for id in returned_ids.iter().flat_map(|ids| ids.iter()) {
-            if let Some(i) = returned.position(id) {
-                inserted[i] = true;
-            }
-        }
-        Ok::<(), tokio_postgres::Error>(())
-    };
-    let read = read.await;
-    held.say();
-    read.map_err(PgInboxError::at(Step::InsertMarker))?;
-    Ok(inserted)
-}
-
-/// The history rows of the `fresh` events and the dead letters, then COMMIT, sent one behind
-/// the other without waiting for each reply: one round trip where there were three. The
-/// transaction stays whole:
-///
-/// - every statement is prepared before any is sent, so no preparation goes out after COMMIT;
-/// - COMMIT is sent only once each write is sent: tokio-postgres encodes and queues a
-///   statement before its future first waits, so a write still pending after one poll is on
-///   its way, and one that finished at once without a reply failed before it was sent (its
-///   parameters, or a closed connection), which ends this with COMMIT unsent;
-/// - a write that fails on the server aborts the transaction, and PostgreSQL answers the
-///   COMMIT that follows by rolling back: the write's own error is returned.
-///
-/// The session is committed only when every reply says so.
-async fn write_and_commit(
-    transaction: &mut Session,
-    fresh: &[&TicketEvent],
-    letters: &[&DeadLetter],
-) -> Result<(), PgInboxError> {
-    sent_together(transaction, fresh, letters).await?;
-    transaction.committed();
-    Ok(())
-}
-
-/// The writes and COMMIT of [`write_and_commit`], with every reply; `Ok` when all succeeded.
-async fn sent_together(
-    transaction: &Session,
-    fresh: &[&TicketEvent],
-    letters: &[&DeadLetter],
-) -> Result<(), PgInboxError> {
     let client = transaction.client();
-    let history = match fresh {
+    let store = match events {
         [] => None,
-        _ => Some(prepare_history(client).await?),
+        _ => Some(
+            client
+                .prepare_cached(STORE_EVENTS)
+                .await
+                .map_err(PgInboxError::at(Step::InsertEvents))?,
+        ),
     };
-    let store = match letters {
+    let letter_statement = match letters {
         [] => None,
         _ => Some(dead_letters::prepare(client).await?),
     };
-    let mut save = std::pin::pin!(async {
-        match &history {
-            Some(statement) => save_history_prepared(client, statement, fresh).await,
-            None => Ok(()),
-        }
+    let mut begin = std::pin::pin!(transaction.send_begin());
+    let mut insert = std::pin::pin!(async {
+        let inserted = match &store {
+            Some(statement) => store_events(client, statement, events, split).await,
+            None => Ok(Vec::new()),
+        };
+        // The markers are held once the statement has ended: only then may a later batch
+        // insert.
+        held.say();
+        inserted
     });
-    let mut store = std::pin::pin!(async {
-        match &store {
+    let mut stored = std::pin::pin!(async {
+        match &letter_statement {
             Some(statement) => dead_letters::insert_prepared(client, statement, letters)
                 .await
                 .map(drop),
             None => Ok(()),
         }
     });
-    let first = (
-        futures::poll!(save.as_mut()),
-        futures::poll!(store.as_mut()),
-    );
-    let (saved, stored) = match first {
-        (Poll::Ready(Err(error)), _) | (_, Poll::Ready(Err(error))) => return Err(error),
-        (saved, stored) => (saved, stored),
-    };
-    let (saved, stored, committed) = futures::join!(
-        async {
-            match saved {
-                Poll::Ready(result) => result,
-                Poll::Pending => save.await,
-            }
-        },
-        async {
-            match stored {
-                Poll::Ready(result) => result,
-                Poll::Pending => store.await,
-            }
-        },
+    let began = futures::poll!(begin.as_mut());
+    if let Poll::Ready(Err(error)) = began {
+        return Err(error);
+    }
+    let first_insert = futures::poll!(insert.as_mut());
+    if let Poll::Ready(Err(error)) = first_insert {
+        return Err(error);
+    }
+    let first_store = futures::poll!(stored.as_mut());
+    if let Poll::Ready(Err(error)) = first_store {
+        return Err(error);
+    }
+    let (began, inserted, stored, committed) = futures::join!(
+        resume(began, begin),
+        resume(first_insert, insert),
+        resume(first_store, stored),
         transaction.send_commit(),
     );
-    saved?;
+    began?;
+    let inserted = inserted?;
     stored?;
-    committed
+    committed?;
+    Ok(inserted)
 }
 
-/// SPEC §3 step 2 for `events`, in one statement (the SPEC §4 path passes one).
-pub(super) async fn save_history(
-    client: &Object,
-    events: &[&TicketEvent],
-) -> Result<(), PgInboxError> {
-    let statement = prepare_history(client).await?;
-    save_history_prepared(client, &statement, events).await
+/// A future's result: `first`, the outcome of its first poll, or else the rest of it.
+async fn resume<T>(
+    first: Poll<T>,
+    future: std::pin::Pin<&mut impl std::future::Future<Output = T>>,
+) -> T {
+    match first {
+        Poll::Ready(result) => result,
+        Poll::Pending => future.await,
+    }
 }
 
-/// The history insert's statement, prepared on `client` (cached there).
-async fn prepare_history(client: &Object) -> Result<Statement, PgInboxError> {
-    client
-        .prepare_cached(SAVE_HISTORY)
-        .await
-        .map_err(PgInboxError::at(Step::InsertHistory))
-}
-
-/// SPEC §3 step 2 for `events` through `statement` (from [`prepare_history`] on `client`).
-/// Encodes and sends the statement before it first waits (see [`write_and_commit`]).
-async fn save_history_prepared(
+/// The events' markers and history rows through `statement` ([`STORE_EVENTS`], prepared on
+/// `client`); per planned event, whether this statement inserted its marker. Encodes and sends
+/// the statement before it first waits (see [`in_one_round_trip`]).
+async fn store_events(
     client: &Object,
     statement: &Statement,
-    events: &[&TicketEvent],
-) -> Result<(), PgInboxError> {
-    let ids = Column::new(events, |e| e.event_id());
-    let tickets = Column::new(events, |e| e.ticket_id());
-    let from = Column::new(events, |e| e.from_status());
-    let to = Column::new(events, |e| e.to_status());
-    let changed_at = Column::new(events, |e| e.changed_at);
-    client
-        .execute(statement, &[&ids, &tickets, &from, &to, &changed_at])
+    events: &[(&TicketEvent, Origin)],
+    split: usize,
+) -> Result<Vec<bool>, PgInboxError> {
+    let ids = Column::new(events, |(e, _)| e.event_id());
+    let partitions = Column::new(events, |(_, o)| o.partition);
+    let offsets = Column::new(events, |(_, o)| o.offset);
+    let tickets = Column::new(events, |(e, _)| e.ticket_id());
+    let from = Column::new(events, |(e, _)| e.from_status());
+    let to = Column::new(events, |(e, _)| e.to_status());
+    let changed_at = Column::new(events, |(e, _)| e.changed_at);
+    let planned = PlannedIds::new(events);
+    let row = client
+        .query_one(
+            statement,
+            &[
+                &ids,
+                &partitions,
+                &offsets,
+                &tickets,
+                &from,
+                &to,
+                &changed_at,
+            ],
+        )
         .await
-        .map_err(PgInboxError::at(Step::InsertHistory))?;
-    Ok(())
+        .map_err(PgInboxError::at(Step::InsertEvents))?;
+    let returned_ids: Option<TextArrayBytes> = row
+        .try_get(0)
+        .map_err(PgInboxError::at(Step::InsertEvents))?;
+    let mut inserted = vec![false; events.len()];
+    let mut returned = Returned {
+        ids: &planned,
+        split,
+        next: 0,
+    };
+    for id in returned_ids.iter().flat_map(|ids| ids.iter()) {
+        if let Some(i) = returned.position(id) {
+            inserted[i] = true;
+        }
+    }
+    Ok(inserted)
 }
 
 /// Per item, in input order: only the first occurrence of a new id is `Applied`.

@@ -18,15 +18,26 @@ pub struct Session(Option<Object>);
 impl Session {
     /// Takes a connection from the pool and opens a transaction on it.
     pub async fn begin(pool: &Pool) -> Result<Session, PgInboxError> {
+        let session = Session::take(pool).await?;
+        session.send_begin().await?;
+        Ok(session)
+    }
+
+    /// Takes a connection from the pool for a transaction whose BEGIN the caller sends
+    /// ([`Session::send_begin`]), ahead of its statements without waiting for its reply. From
+    /// here on the session counts as open: dropped, it is detached.
+    pub async fn take(pool: &Pool) -> Result<Session, PgInboxError> {
         let connection = pool.get().await.map_err(PgInboxError::Pool)?;
-        // Guard first, BEGIN second: cancelled between the two, the session is detached.
-        let session = Session(Some(connection));
-        session
-            .client()
+        Ok(Session(Some(connection)))
+    }
+
+    /// Sends BEGIN on the connection and waits for its reply. Sent before it first waits, like
+    /// every statement (see `inbox::batch`).
+    pub async fn send_begin(&self) -> Result<(), PgInboxError> {
+        self.client()
             .batch_execute("BEGIN")
             .await
-            .map_err(PgInboxError::at(Step::Begin))?;
-        Ok(session)
+            .map_err(PgInboxError::at(Step::Begin))
     }
 
     /// The connection, for statements inside the transaction.

@@ -5,7 +5,7 @@
 //! | raised by | SQLSTATE | class |
 //! |---|---|---|
 //! | anything | none (I/O, protocol, closed connection), class `08` connection exception, `57P01` admin shutdown, `57P02` crash shutdown, `57P03` cannot connect now, `53300` too many connections | unavailable |
-//! | an INSERT of an event (inbox marker, history row) | class `22` data exception (value too long, bad encoding, out of range) | row rejected |
+//! | an INSERT of an event (inbox marker, history row, or both in a batch's one statement) | class `22` data exception (value too long, bad encoding, out of range) | row rejected |
 //! | an INSERT of an event | class `23` integrity constraint violation (CHECK, NOT NULL, a foreign key, a unique or exclusion constraint a DBA added), except on the event id's own keys (`inbox_pkey`, `history_events_pkey`, `history_events_event_id_fkey`): the inbox decides those | row rejected |
 //! | an INSERT of an event | class `54` program limit exceeded (an index row over the btree limit) | row rejected |
 //! | an INSERT of an event | `P0001` raise exception, `P0004` assert failure (a trigger refusing the row) | row rejected |
@@ -29,6 +29,8 @@ pub enum Step {
     InsertMarker,
     /// SPEC §3 step 2 (one history row, or many).
     InsertHistory,
+    /// SPEC §3 steps 1 and 2 in one statement: a batch's markers and history rows.
+    InsertEvents,
     /// A dead letter (or several) into `dead_letters`.
     InsertDeadLetter,
     Commit,
@@ -38,7 +40,10 @@ pub enum Step {
 impl Step {
     /// Whether the step inserts events: only their errors can reject a row.
     fn inserts_events(self) -> bool {
-        matches!(self, Step::InsertMarker | Step::InsertHistory)
+        matches!(
+            self,
+            Step::InsertMarker | Step::InsertHistory | Step::InsertEvents
+        )
     }
 }
 
@@ -48,6 +53,7 @@ impl std::fmt::Display for Step {
             Step::Begin => "BEGIN",
             Step::InsertMarker => "inserting the inbox marker",
             Step::InsertHistory => "inserting the history row",
+            Step::InsertEvents => "inserting the inbox markers and history rows",
             Step::InsertDeadLetter => "storing the dead letter",
             Step::Commit => "COMMIT",
             Step::Rollback => "ROLLBACK",

@@ -575,9 +575,16 @@ async fn a_batch_cancelled_mid_transaction_never_hands_its_transaction_to_the_ne
     assert!(cancelled.is_err(), "the batch was waiting on the marker");
     blocker.batch_execute("ROLLBACK").await.unwrap();
 
-    // With the cancelled session reused, its marker would make this a false AlreadyApplied.
+    // The cancelled batch had sent its COMMIT behind its statement (one round trip), so its
+    // server session, unblocked, may still commit: the next batch then finds the event stored
+    // (AlreadyApplied), or, inserting first, stores it itself (Applied). With the cancelled
+    // session handed on instead, its uncommitted marker would make this a false AlreadyApplied
+    // and the event would be lost with the rollback: one row either way is the point.
     let outcomes = process_batch(&db.pool, &items).await.unwrap();
-    assert_eq!(outcomes, [Applied]);
+    assert!(
+        outcomes == [Applied] || outcomes == [AlreadyApplied],
+        "{outcomes:?}"
+    );
     assert_eq!(stored(&db).await, (1, 1, 0));
 }
 
