@@ -1,14 +1,15 @@
 //! A transaction's word that it holds the inbox markers of all its event ids.
 //!
-//! Once a transaction's marker insert has returned, every later transaction that carries one
-//! of its ids waits for it at the inbox's unique index and takes the outcome it leaves. A
-//! partition starts its next batch only then (`actors::partition::schedule`'s pipelining), so
-//! that of two copies of an event in two batches in flight, the earlier one's is stored: the
-//! same copy, origin and payload as with one transaction at a time.
+//! Once a transaction's marker insert has returned (in a batch, the one statement that inserts
+//! its markers and history rows), every later transaction that carries one of its ids waits
+//! for it at the inbox's unique index and takes the outcome it leaves. A partition starts its
+//! next batch only then (`actors::partition::schedule`'s pipelining), so that of two copies of
+//! an event in two batches in flight, the earlier one's is stored: the same copy, origin and
+//! payload as with one transaction at a time.
 
 use tokio::sync::oneshot;
 
-/// Said once: when the marker insert returned (inserted or not, or failed), or when the
+/// Said once: when the statement that inserts the markers returned (inserted or not, or failed), or when the
 /// transaction's work ends without it. Dropping it says it too: work that ended holds nothing.
 #[derive(Debug, Default)]
 pub struct MarkersHeld(Option<oneshot::Sender<()>>);
