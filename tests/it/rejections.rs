@@ -82,6 +82,12 @@ async fn the_incidents_long_ticket_id_is_an_index_limit_that_rejects_the_row_at_
     ];
     let error = process_batch(&db.pool, &items).await.unwrap_err();
     assert!(error.rejects_the_row(), "{error:?}");
+    // A batch's markers and history rows are one statement: its error names both.
+    assert_eq!(error.step(), Some(Step::InsertEvents));
+    assert_eq!(
+        error.to_string(),
+        "inserting the inbox markers and history rows failed"
+    );
     assert_eq!(stored(&db).await, (0, 0));
 }
 
