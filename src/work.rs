@@ -19,7 +19,7 @@ use deadpool_postgres::Pool;
 use crate::domain::TicketEvent;
 use crate::domain::{DeadLetter, Rejection, UnknownCause};
 use crate::domain::{DuplicateCause, FetchedRecord, Outcome, Parsed, RecordKey, RejectReason};
-use crate::inbox::batch::{BatchItem, HeldElsewhere, process_batch_telling};
+use crate::inbox::batch::{BatchItem, HeldElsewhere, Shape, process_batch_telling};
 use crate::inbox::dead_letters;
 use crate::inbox::guards::{self, GuardRow, Verdict};
 use crate::inbox::recently_applied::RecentlyApplied;
@@ -318,7 +318,7 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>, held: MarkersHeld) -
 /// `applied` remembers what was applied, and duplicates are classified afterwards, from it or
 /// under their own deadline. `held` is said once the transaction holds its events' markers
 /// (see [`MarkersHeld`]); the ids `elsewhere` (the partition's other open batches) may hold are
-/// inserted last.
+/// inserted last. Several units go to the database in `shape`.
 pub async fn execute_batch(
     pool: &Pool,
     works: &[&Work],
@@ -326,10 +326,11 @@ pub async fn execute_batch(
     applied: &RefCell<RecentlyApplied>,
     held: MarkersHeld,
     elsewhere: &HeldElsewhere,
+    shape: Shape,
 ) -> Vec<Executed> {
     let mut executed = match works {
         [work] => vec![execute(pool, work, policy, held).await],
-        _ => execute_together(pool, works, policy, held, elsewhere).await,
+        _ => execute_together(pool, works, policy, held, elsewhere, shape).await,
     };
     for (index, cause) in classify_duplicates(pool, works, &executed, applied).await {
         executed[index].duplicate = Some(cause);
@@ -344,6 +345,7 @@ async fn execute_together(
     policy: &Policy<'_>,
     held: MarkersHeld,
     elsewhere: &HeldElsewhere,
+    shape: Shape,
 ) -> Vec<Executed> {
     let started = Instant::now();
     let items: Vec<BatchItem<'_>> = works
@@ -356,7 +358,7 @@ async fn execute_together(
             Work::DeadLetter { letter, .. } => BatchItem::DeadLetter(letter),
         })
         .collect();
-    let processed = process_batch_telling(pool, &items, held, elsewhere);
+    let processed = process_batch_telling(pool, &items, held, elsewhere, shape);
     let outcomes = match tokio::time::timeout(policy.timeout, processed).await {
         Ok(Ok(outcomes)) => outcomes,
         Ok(Err(error)) => {

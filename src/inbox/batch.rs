@@ -1,15 +1,24 @@
 //! The batched inbox transaction: many records resolved in one transaction, outcomes per record.
 //!
-//! One statement inserts the markers and the history rows ([`STORE_EVENTS`]): a multi-row
-//! inbox insert (`ON CONFLICT DO NOTHING RETURNING event_id`, the ids gathered into one array)
-//! and, in the same statement, a multi-row history insert for exactly the ids that came back.
-//! BEGIN, that statement, one multi-row dead-letter insert and COMMIT are sent together, in that
-//! order (see [`in_one_round_trip`]: one round trip for the whole transaction, and a statement
-//! that fails makes the COMMIT behind it roll back). The unique index on `inbox.event_id` is
-//! still the only arbiter of "already seen": an id comes back only when this transaction
-//! inserted its marker, and an id that does not come back is committed by someone else (an
-//! insert that meets an uncommitted marker waits for its transaction and proceeds if that one
-//! rolls back).
+//! Two shapes ([`Shape`]), the same rows and outcomes:
+//!
+//! - one round trip: one statement inserts the markers and the history rows ([`STORE_EVENTS`]:
+//!   a multi-row inbox insert `ON CONFLICT DO NOTHING RETURNING event_id`, the ids gathered into
+//!   one array, and in the same statement a multi-row history insert for exactly the ids that
+//!   came back). BEGIN, that statement, one multi-row dead-letter insert and COMMIT are sent
+//!   together (see [`in_one_round_trip`]);
+//! - markers first: BEGIN; the marker insert alone; then the history rows of the new events,
+//!   the dead letters and COMMIT sent together (see [`write_and_commit`]), or a rollback when
+//!   nothing is new. A batch of events that are all stored already never touches
+//!   `history_events`, so its outcomes are known while a lock holds that table. A partition
+//!   sends a batch this way unless its last unit applied an event (see
+//!   `actors::partition`), and always when it tries a batch again.
+//!
+//! Either way a statement that fails makes the COMMIT behind it roll back. The unique index on
+//! `inbox.event_id` is still the only arbiter of "already seen": an id comes back only when
+//! this transaction inserted its marker, and an id that does not come back is committed by
+//! someone else (an insert that meets an uncommitted marker waits for its transaction and
+//! proceeds if that one rolls back).
 //!
 //! Per event, a batch keeps the SPEC §4 mapping: a marker inserted and its history row stored
 //! with it, committed (`Applied`); no marker inserted, nothing written for it
@@ -41,7 +50,7 @@ use super::contract::Origin;
 use super::dead_letters;
 use super::id_order;
 use super::sqlstate::Step;
-use super::statements::STORE_EVENTS;
+use super::statements::{SAVE_HISTORY, STORE_EVENTS, TRY_INBOX};
 use super::text_values::TextArrayBytes;
 use super::{MarkersHeld, PgInboxError};
 use crate::domain::DeadLetter;
@@ -101,17 +110,43 @@ impl HeldElsewhere {
     }
 }
 
+/// How a batch's transaction goes to the database. Both store the same rows and give the same
+/// outcomes; they differ in round trips and in the tables they touch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Shape {
+    /// BEGIN, one statement for the markers and the history rows ([`STORE_EVENTS`]), the dead
+    /// letters and COMMIT, sent together: one round trip. The statement names `history_events`
+    /// even when none of its events is new, so it waits for a lock on that table.
+    #[default]
+    OneRoundTrip,
+    /// BEGIN; the markers; then the history rows of the new events, the dead letters and COMMIT
+    /// sent together, or a rollback when nothing is new: three round trips, and a batch whose
+    /// events are all stored already does not touch `history_events` (its outcomes are known
+    /// while that table is locked, say by a migration). For batches likely to be duplicates.
+    MarkersFirst,
+}
+
 /// Resolves all `items` in one transaction (see the module docs), with nobody waiting to hear
 /// that it holds its markers (see [`process_batch_telling`]).
 pub async fn process_batch(
     pool: &Pool,
     items: &[BatchItem<'_>],
 ) -> Result<Vec<BatchOutcome>, PgInboxError> {
+    process_batch_shaped(pool, items, Shape::default()).await
+}
+
+/// [`process_batch`] in the given shape.
+pub async fn process_batch_shaped(
+    pool: &Pool,
+    items: &[BatchItem<'_>],
+    shape: Shape,
+) -> Result<Vec<BatchOutcome>, PgInboxError> {
     process_batch_telling(
         pool,
         items,
         MarkersHeld::default(),
         &HeldElsewhere::default(),
+        shape,
     )
     .await
 }
@@ -128,6 +163,7 @@ pub async fn process_batch_telling(
     items: &[BatchItem<'_>],
     held: MarkersHeld,
     elsewhere: &HeldElsewhere,
+    shape: Shape,
 ) -> Result<Vec<BatchOutcome>, PgInboxError> {
     if items.is_empty() {
         return Ok(Vec::new());
@@ -138,15 +174,22 @@ pub async fn process_batch_telling(
         letters,
         slots,
     } = plan(items, elsewhere);
-    let mut transaction = Session::take(pool).await?;
-    let inserted = match in_one_round_trip(&transaction, &events, split, &letters, held).await {
-        Ok(inserted) => inserted,
-        Err(error) => {
-            let _ = transaction.rollback().await;
-            return Err(error);
+    let inserted = match shape {
+        Shape::OneRoundTrip => {
+            let mut transaction = Session::take(pool).await?;
+            match in_one_round_trip(&transaction, &events, split, &letters, held).await {
+                Ok(inserted) => {
+                    transaction.committed();
+                    inserted
+                }
+                Err(error) => {
+                    let _ = transaction.rollback().await;
+                    return Err(error);
+                }
+            }
         }
+        Shape::MarkersFirst => markers_first(pool, &events, split, &letters, held).await?,
     };
-    transaction.committed();
     let outcomes = outcomes(&slots, &inserted);
     debug_assert_eq!(outcomes.len(), items.len());
     Ok(outcomes)
@@ -300,6 +343,202 @@ impl Returned<'_> {
         self.next = found + 1;
         Some(found)
     }
+}
+
+/// [`Shape::MarkersFirst`]: BEGIN, the marker insert, then the history rows of exactly the new
+/// events with the dead letters and COMMIT (see [`write_and_commit`]), or, when nothing is new
+/// and no letter is to be stored, a rollback: as SPEC §4's duplicate path, the outcomes are
+/// known without a commit and the rollback is cleanup only (a failed rollback detaches the
+/// session and changes no outcome). Per planned event, whether this transaction inserted its
+/// marker.
+async fn markers_first(
+    pool: &Pool,
+    events: &[(&TicketEvent, Origin)],
+    split: usize,
+    letters: &[&DeadLetter],
+    held: MarkersHeld,
+) -> Result<Vec<bool>, PgInboxError> {
+    let mut transaction = Session::begin(pool).await?;
+    let inserted = match insert_markers(transaction.client(), events, split, held).await {
+        Ok(inserted) => inserted,
+        Err(error) => {
+            let _ = transaction.rollback().await;
+            return Err(error);
+        }
+    };
+    let mut fresh: Vec<&TicketEvent> = Vec::with_capacity(events.len());
+    fresh.extend(
+        events
+            .iter()
+            .zip(&inserted)
+            .filter(|(_, inserted)| **inserted)
+            .map(|((event, _), _)| *event),
+    );
+    if fresh.is_empty() && letters.is_empty() {
+        let _ = transaction.rollback().await;
+    } else if let Err(error) = write_and_commit(&mut transaction, &fresh, letters).await {
+        let _ = transaction.rollback().await;
+        return Err(error);
+    }
+    Ok(inserted)
+}
+
+/// The marker insert; returns, per planned event, whether this transaction inserted its
+/// marker.
+async fn insert_markers(
+    client: &Object,
+    events: &[(&TicketEvent, Origin)],
+    split: usize,
+    mut held: MarkersHeld,
+) -> Result<Vec<bool>, PgInboxError> {
+    let mut inserted = vec![false; events.len()];
+    if events.is_empty() {
+        return Ok(inserted);
+    }
+    let ids = Column::new(events, |(e, _)| e.event_id());
+    let partitions = Column::new(events, |(_, o)| o.partition);
+    let offsets = Column::new(events, |(_, o)| o.offset);
+    let failed = PgInboxError::at(Step::InsertMarker);
+    let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
+    let planned = PlannedIds::new(events);
+    let mut returned = Returned {
+        ids: &planned,
+        split,
+        next: 0,
+    };
+    // The markers are held once the statement has ended: only then may a later batch insert.
+    let read = async {
+        let row = client
+            .query_one(&statement, &[&ids, &partitions, &offsets])
+            .await?;
+        let returned_ids: Option<TextArrayBytes> = row.try_get(0)?;
+        for id in returned_ids.iter().flat_map(|ids| ids.iter()) {
+            if let Some(i) = returned.position(id) {
+                inserted[i] = true;
+            }
+        }
+        Ok::<(), tokio_postgres::Error>(())
+    };
+    let read = read.await;
+    held.say();
+    read.map_err(PgInboxError::at(Step::InsertMarker))?;
+    Ok(inserted)
+}
+
+/// The history rows of the `fresh` events and the dead letters, then COMMIT, sent one behind
+/// the other without waiting for each reply: one round trip where there were three. The
+/// transaction stays whole:
+///
+/// - every statement is prepared before any is sent, so no preparation goes out after COMMIT;
+/// - COMMIT is sent only once each write is sent: tokio-postgres encodes and queues a
+///   statement before its future first waits, so a write still pending after one poll is on
+///   its way, and one that finished at once without a reply failed before it was sent (its
+///   parameters, or a closed connection), which ends this with COMMIT unsent;
+/// - a write that fails on the server aborts the transaction, and PostgreSQL answers the
+///   COMMIT that follows by rolling back: the write's own error is returned.
+///
+/// The session is committed only when every reply says so.
+async fn write_and_commit(
+    transaction: &mut Session,
+    fresh: &[&TicketEvent],
+    letters: &[&DeadLetter],
+) -> Result<(), PgInboxError> {
+    sent_together(transaction, fresh, letters).await?;
+    transaction.committed();
+    Ok(())
+}
+
+/// The writes and COMMIT of [`write_and_commit`], with every reply; `Ok` when all succeeded.
+async fn sent_together(
+    transaction: &Session,
+    fresh: &[&TicketEvent],
+    letters: &[&DeadLetter],
+) -> Result<(), PgInboxError> {
+    let client = transaction.client();
+    let history = match fresh {
+        [] => None,
+        _ => Some(prepare_history(client).await?),
+    };
+    let store = match letters {
+        [] => None,
+        _ => Some(dead_letters::prepare(client).await?),
+    };
+    let mut save = std::pin::pin!(async {
+        match &history {
+            Some(statement) => save_history_prepared(client, statement, fresh).await,
+            None => Ok(()),
+        }
+    });
+    let mut store = std::pin::pin!(async {
+        match &store {
+            Some(statement) => dead_letters::insert_prepared(client, statement, letters)
+                .await
+                .map(drop),
+            None => Ok(()),
+        }
+    });
+    let first = (
+        futures::poll!(save.as_mut()),
+        futures::poll!(store.as_mut()),
+    );
+    let (saved, stored) = match first {
+        (Poll::Ready(Err(error)), _) | (_, Poll::Ready(Err(error))) => return Err(error),
+        (saved, stored) => (saved, stored),
+    };
+    let (saved, stored, committed) = futures::join!(
+        async {
+            match saved {
+                Poll::Ready(result) => result,
+                Poll::Pending => save.await,
+            }
+        },
+        async {
+            match stored {
+                Poll::Ready(result) => result,
+                Poll::Pending => store.await,
+            }
+        },
+        transaction.send_commit(),
+    );
+    saved?;
+    stored?;
+    committed
+}
+
+/// SPEC §3 step 2 for `events`, in one statement (the SPEC §4 path passes one).
+pub(super) async fn save_history(
+    client: &Object,
+    events: &[&TicketEvent],
+) -> Result<(), PgInboxError> {
+    let statement = prepare_history(client).await?;
+    save_history_prepared(client, &statement, events).await
+}
+
+/// The history insert's statement, prepared on `client` (cached there).
+async fn prepare_history(client: &Object) -> Result<Statement, PgInboxError> {
+    client
+        .prepare_cached(SAVE_HISTORY)
+        .await
+        .map_err(PgInboxError::at(Step::InsertHistory))
+}
+
+/// SPEC §3 step 2 for `events` through `statement` (from [`prepare_history`] on `client`).
+/// Encodes and sends the statement before it first waits (see [`write_and_commit`]).
+async fn save_history_prepared(
+    client: &Object,
+    statement: &Statement,
+    events: &[&TicketEvent],
+) -> Result<(), PgInboxError> {
+    let ids = Column::new(events, |e| e.event_id());
+    let tickets = Column::new(events, |e| e.ticket_id());
+    let from = Column::new(events, |e| e.from_status());
+    let to = Column::new(events, |e| e.to_status());
+    let changed_at = Column::new(events, |e| e.changed_at);
+    client
+        .execute(statement, &[&ids, &tickets, &from, &to, &changed_at])
+        .await
+        .map_err(PgInboxError::at(Step::InsertHistory))?;
+    Ok(())
 }
 
 /// BEGIN, the events' markers and history rows ([`STORE_EVENTS`]), the dead letters and

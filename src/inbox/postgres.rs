@@ -6,11 +6,10 @@
 
 use deadpool_postgres::Pool;
 
-use super::columns::Column;
 use super::contract::{InboxRepository, Origin};
 use super::session::Session;
 use super::sqlstate::Step;
-use super::statements::{SAVE_HISTORY, TRY_INBOX};
+use super::statements::TRY_INBOX;
 use super::text_values::TextArrayBytes;
 use super::{MarkersHeld, PgInboxError};
 use crate::domain::TicketEvent;
@@ -76,22 +75,7 @@ impl InboxRepository for PgInbox {
     }
 
     async fn save_history(&mut self, event: &TicketEvent) -> Result<(), PgInboxError> {
-        let client = self.connection()?;
-        let statement = client
-            .prepare_cached(SAVE_HISTORY)
-            .await
-            .map_err(PgInboxError::at(Step::InsertHistory))?;
-        let events = [event];
-        let ids = Column::new(&events, |e| e.event_id());
-        let tickets = Column::new(&events, |e| e.ticket_id());
-        let from = Column::new(&events, |e| e.from_status());
-        let to = Column::new(&events, |e| e.to_status());
-        let changed_at = Column::new(&events, |e| e.changed_at);
-        client
-            .execute(&statement, &[&ids, &tickets, &from, &to, &changed_at])
-            .await
-            .map_err(PgInboxError::at(Step::InsertHistory))?;
-        Ok(())
+        super::batch::save_history(self.connection()?, &[event]).await
     }
 
     async fn commit(&mut self) -> Result<(), PgInboxError> {

@@ -10,7 +10,8 @@ use history_consumer::domain::{DeadLetter, RejectReason, Rejection, TicketEvent}
 use history_consumer::inbox::MarkersHeld;
 use history_consumer::inbox::Origin;
 use history_consumer::inbox::batch::{
-    BatchItem, BatchOutcome, HeldElsewhere, process_batch, process_batch_telling,
+    BatchItem, BatchOutcome, HeldElsewhere, Shape, process_batch, process_batch_shaped,
+    process_batch_telling,
 };
 use history_consumer::inbox::duplicates::classify_many;
 use history_consumer::inbox::recently_applied::RecentlyApplied;
@@ -123,33 +124,87 @@ async fn a_batch_of_new_events_is_all_applied_with_one_row_each_and_its_origin()
 
 #[tokio::test]
 async fn a_batch_mixing_new_and_stored_events_is_applied_or_already_applied_per_event() {
-    let db = test_database().await;
-    let stored_before = [event(1), event(3)];
+    for shape in [Shape::OneRoundTrip, Shape::MarkersFirst] {
+        let db = test_database().await;
+        let stored_before = [event(1), event(3)];
+        process_batch_shaped(&db.pool, &events_at(&stored_before, 10), shape)
+            .await
+            .unwrap();
+
+        let batch: Vec<TicketEvent> = (0..5).map(event).collect();
+        let mut items = events_at(&batch, 20);
+        let letter = dead_letter(25);
+        items.push(BatchItem::DeadLetter(&letter));
+        let outcomes = process_batch_shaped(&db.pool, &items, shape).await.unwrap();
+
+        assert_eq!(
+            outcomes,
+            [
+                Applied,
+                AlreadyApplied,
+                Applied,
+                AlreadyApplied,
+                Applied,
+                DeadLettered
+            ],
+            "{shape:?}"
+        );
+        assert_eq!(stored(&db).await, (5, 5, 1), "{shape:?}");
+        assert_eq!(
+            first_seen(&db, "event-00003").await.1,
+            Some(11),
+            "{shape:?}: the stored marker keeps its first origin"
+        );
+        // Nothing new at all.
+        let replay = process_batch_shaped(&db.pool, &events_at(&stored_before, 30), shape)
+            .await
+            .unwrap();
+        assert_eq!(replay, [AlreadyApplied, AlreadyApplied], "{shape:?}");
+        assert_eq!(stored(&db).await, (5, 5, 1), "{shape:?}");
+    }
+}
+
+#[tokio::test]
+async fn with_the_history_table_locked_only_markers_first_resolves_stored_events() {
+    let db = test_database_with(2).await;
+    let stored_before = [event(1), event(2)];
     process_batch(&db.pool, &events_at(&stored_before, 10))
         .await
         .unwrap();
-
-    let batch: Vec<TicketEvent> = (0..5).map(event).collect();
-    let outcomes = process_batch(&db.pool, &events_at(&batch, 20))
+    // A migration, say, holds history_events.
+    let locker_pool = history_consumer::db::pool(&db.url, 1).unwrap();
+    let locker = locker_pool.get().await.unwrap();
+    locker
+        .batch_execute("BEGIN; LOCK TABLE history_events IN ACCESS EXCLUSIVE MODE")
         .await
         .unwrap();
 
-    assert_eq!(
-        outcomes,
-        [Applied, AlreadyApplied, Applied, AlreadyApplied, Applied]
-    );
-    assert_eq!(stored(&db).await, (5, 5, 0));
-    assert_eq!(
-        first_seen(&db, "event-00003").await.1,
-        Some(11),
-        "the stored marker keeps its first origin"
-    );
-    // Nothing new at all: the outcomes are known without a commit.
-    let replay = process_batch(&db.pool, &events_at(&stored_before, 30))
-        .await
-        .unwrap();
-    assert_eq!(replay, [AlreadyApplied, AlreadyApplied]);
-    assert_eq!(stored(&db).await, (5, 5, 0));
+    // Markers first: every event is stored already, so the table is never touched.
+    let replay = tokio::time::timeout(
+        Duration::from_secs(10),
+        process_batch_shaped(
+            &db.pool,
+            &events_at(&stored_before, 20),
+            Shape::MarkersFirst,
+        ),
+    )
+    .await
+    .expect("markers first does not touch the locked table");
+    assert_eq!(replay.unwrap(), [AlreadyApplied, AlreadyApplied]);
+
+    // In one round trip the statement names the table, and waits for its lock.
+    let waited = tokio::time::timeout(
+        Duration::from_millis(500),
+        process_batch_shaped(
+            &db.pool,
+            &events_at(&stored_before, 30),
+            Shape::OneRoundTrip,
+        ),
+    )
+    .await;
+    assert!(waited.is_err(), "one round trip waits for the lock");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(stored(&db).await, (2, 2, 0));
 }
 
 #[tokio::test]
@@ -514,7 +569,13 @@ async fn a_batch_inserts_the_ids_an_earlier_open_batch_may_hold_after_its_own() 
         } else {
             HeldElsewhere::default()
         };
-        let running = process_batch_telling(&db.pool, &items, MarkersHeld::default(), &elsewhere);
+        let running = process_batch_telling(
+            &db.pool,
+            &items,
+            MarkersHeld::default(),
+            &elsewhere,
+            Shape::OneRoundTrip,
+        );
         tokio::pin!(running);
         let waited = tokio::time::timeout(Duration::from_millis(300), &mut running).await;
         assert!(waited.is_err(), "the later batch waits for the earlier one");
@@ -627,6 +688,7 @@ async fn causes_of(
         applied,
         Default::default(),
         &Default::default(),
+        Shape::default(),
     )
     .await;
     let given: Vec<Option<DuplicateCause>> = executed.iter().map(|e| e.duplicate).collect();

@@ -44,6 +44,7 @@ use crate::domain::{
 use crate::inbox::MarkersHeld;
 use crate::inbox::PgInboxError;
 use crate::inbox::batch::HeldElsewhere;
+use crate::inbox::batch::Shape;
 use crate::inbox::guards::{self, GuardRow};
 use crate::inbox::recently_applied::RecentlyApplied;
 use crate::metrics::{Metrics, PartitionMetrics};
@@ -116,6 +117,10 @@ pub struct PartitionActor {
     /// The events this assignment applied lately, shared by its batches in flight, which
     /// classify their duplicates from it (see [`RecentlyApplied`]).
     applied: Rc<RefCell<RecentlyApplied>>,
+    /// Whether the unit accounted for last applied an event: new events are flowing, and the
+    /// next batch goes in one round trip. Otherwise (the assignment's first batch, a replay of
+    /// stored events) it inserts its markers first ([`Shape`]).
+    applying: bool,
 }
 
 /// A unit of work started and not yet accounted for.
@@ -161,6 +166,7 @@ impl PartitionActor {
         PartitionActor {
             series: deps.metrics.partition(assignment.partition),
             applied: Rc::default(),
+            applying: false,
             assignment,
             schedule: Schedule::new(deps.limits, deps.retry, paused),
             guard: Guard::new(deps.max_consecutive_rejections),
@@ -302,6 +308,13 @@ impl PartitionActor {
             Vec::new()
         };
         self.units.push_back(Unit::Running(ids));
+        // A retry (its batch failed or timed out) goes markers first too: if a lock on the
+        // history table held it up, the duplicates among its records resolve without it.
+        let shape = if pass == Pass::First && self.applying {
+            Shape::OneRoundTrip
+        } else {
+            Shape::MarkersFirst
+        };
         let (held, heard) = MarkersHeld::channel();
         ctx.spawn(heard.into_actor(self).map(move |_, actor, ctx| {
             // Unless it was accounted for already.
@@ -319,8 +332,10 @@ impl PartitionActor {
                     max_consecutive_rejections: deps.max_consecutive_rejections,
                 };
                 let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
-                let executed =
-                    execute_batch(&deps.pool, &works, &policy, &applied, held, &elsewhere).await;
+                let executed = execute_batch(
+                    &deps.pool, &works, &policy, &applied, held, &elsewhere, shape,
+                )
+                .await;
                 // A record stored ends the partition's run of rejected records, for whoever
                 // owns the partition next too. Run after the record's own commit: cut off in
                 // between, the run outlives the stored record, and the next record stored ends
@@ -364,6 +379,7 @@ impl PartitionActor {
         self.schedule.finished();
         debug_assert_eq!(batch.len(), executed.len());
         let answered = executed.iter().any(|e| e.outcome.is_resolved());
+        self.applying = executed.iter().any(|e| e.outcome == Outcome::Applied);
         self.observe(&executed);
         // Only the newest outcomes stay in `recent`: the rest of a batch is not kept.
         let kept_from = batch.len().saturating_sub(RECENT_OUTCOMES);
