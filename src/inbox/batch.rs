@@ -469,14 +469,7 @@ async fn sent_together(
             None => Ok(()),
         }
     });
-    let mut store = std::pin::pin!(async {
-        match &store {
-            Some(statement) => dead_letters::insert_prepared(client, statement, letters)
-                .await
-                .map(drop),
-            None => Ok(()),
-        }
-    });
+    let mut store = std::pin::pin!(store_letters(client, store.as_ref(), letters));
     let first = (
         futures::poll!(save.as_mut()),
         futures::poll!(store.as_mut()),
@@ -591,14 +584,7 @@ async fn in_one_round_trip(
         held.say();
         inserted
     });
-    let mut stored = std::pin::pin!(async {
-        match &letter_statement {
-            Some(statement) => dead_letters::insert_prepared(client, statement, letters)
-                .await
-                .map(drop),
-            None => Ok(()),
-        }
-    });
+    let mut stored = std::pin::pin!(store_letters(client, letter_statement.as_ref(), letters));
     let began = futures::poll!(begin.as_mut());
     if let Poll::Ready(Err(error)) = began {
         return Err(error);
@@ -622,6 +608,21 @@ async fn in_one_round_trip(
     stored?;
     committed?;
     Ok(inserted)
+}
+
+/// The dead letters through `statement` (from `dead_letters::prepare` on `client`; `None`: no
+/// letter). Sends the statement before it first waits.
+async fn store_letters(
+    client: &Object,
+    statement: Option<&Statement>,
+    letters: &[&DeadLetter],
+) -> Result<(), PgInboxError> {
+    match statement {
+        Some(statement) => dead_letters::insert_prepared(client, statement, letters)
+            .await
+            .map(drop),
+        None => Ok(()),
+    }
 }
 
 /// A future's result: `first`, the outcome of its first poll, or else the rest of it.
