@@ -24,8 +24,9 @@
 //! with it, committed (`Applied`); no marker inserted, nothing written for it
 //! (`AlreadyApplied`). Its failure is coarser: any error, a failed or lost COMMIT reply
 //! included, leaves every record of the batch unknown, after one rollback whose own error is
-//! ignored, and the caller isolates them through the one-event path, which runs SPEC §4's
-//! statements one by one (`inbox::postgres`).
+//! ignored. The caller then tries the records one by one through the one-event path, which
+//! runs SPEC §4's statements one by one (`inbox::postgres`), or, when the database was
+//! unavailable or too slow, the batch again, markers first (`work::execute_batch`).
 //!
 //! Distinct event ids are inserted sorted, so that two batches sharing ids take their row locks
 //! in the same order and wait for each other instead of deadlocking. One exception: the ids
@@ -151,8 +152,9 @@ pub async fn process_batch_shaped(
     .await
 }
 
-/// Resolves all `items` in one transaction (see the module docs), and says `held` as soon as
-/// the statement that inserts its markers returned; the ids `elsewhere` may hold are inserted last.
+/// Resolves all `items` in one transaction in `shape` (see the module docs), and says `held` as
+/// soon as the statement that inserts its markers returned; the ids `elsewhere` may hold are
+/// inserted last.
 ///
 /// The first occurrence of an event id inside the batch is the one stored (its history row and
 /// its origin); later occurrences are `AlreadyApplied`. Any error, including a failed or lost
