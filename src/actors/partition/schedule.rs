@@ -16,8 +16,9 @@
 //! Pipelining: while batches of new records run, and nothing else does, the next full batch
 //! starts too, up to `batches_in_flight` at once, so that a partition with a full batch ready
 //! never waits on its own transaction; it starts once every running batch holds its markers
-//! (the statement that inserts them returned, see `inbox::markers_held`), so that a copy of an event in the
-//! next batch waits at the inbox's unique index for the copy in the running one, never the
+//! (the statement that inserts them returned, see `inbox::markers_held`), so that a copy of
+//! an event in the next batch waits at the inbox's unique index for the copy in the running
+//! one, never the
 //! other way round: the earlier copy is stored, as with one batch at a time. It starts only
 //! while the member has room for another transaction (its owner says so, from
 //! `--transactions-in-flight`): with every partition busy, each runs one transaction at a time
@@ -102,7 +103,7 @@ pub struct Failure {
 pub enum Running {
     /// Retries of this many Unknown records.
     Retry(usize),
-    /// A batch of new records; `holds_markers` once its transaction's marker insert (in a batch, the
+    /// A batch of new records; `holds_markers` once its transaction's marker insert (or the
     /// statement that inserts markers and history rows) returned.
     Batch { records: usize, holds_markers: bool },
 }
