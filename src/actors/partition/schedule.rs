@@ -18,9 +18,8 @@
 //! never waits on its own transaction; it starts once every running batch holds its markers
 //! (the statement that inserts them returned, see `inbox::markers_held`), so that a copy of
 //! an event in the next batch waits at the inbox's unique index for the copy in the running
-//! one, never the
-//! other way round: the earlier copy is stored, as with one batch at a time. It starts only
-//! while the member has room for another transaction (its owner says so, from
+//! one, never the other way round: the earlier copy is stored, as with one batch at a time.
+//! It starts only while the member has room for another transaction (its owner says so, from
 //! `--transactions-in-flight`): with every partition busy, each runs one transaction at a time
 //! and the database is not given more at once than it can work on. Everything else
 //! (a skip, a retry, an operator's replacement, a short batch) waits until nothing runs, as
