@@ -481,18 +481,8 @@ async fn sent_together(
         (saved, stored) => (saved, stored),
     };
     let (saved, stored, committed) = futures::join!(
-        async {
-            match saved {
-                Poll::Ready(result) => result,
-                Poll::Pending => save.await,
-            }
-        },
-        async {
-            match stored {
-                Poll::Ready(result) => result,
-                Poll::Pending => store.await,
-            }
-        },
+        resume(saved, save),
+        resume(stored, store),
         transaction.send_commit(),
     );
     saved?;
