@@ -47,12 +47,42 @@ fn cause(first: Option<&FirstSeen>, event: &TicketEvent, origin: Origin) -> Dupl
     };
     rule((first.partition, first.offset), origin, || {
         first.stored.as_ref().is_some_and(|(ticket, from, to, at)| {
-            *ticket == event.ticket_id()
-                && *from == event.from_status()
-                && *to == event.to_status()
-                && *at == event.changed_at
+            let stored = StoredRow {
+                ticket_id: ticket,
+                from_status: from,
+                to_status: to,
+                changed_at: *at,
+            };
+            stored.holds(event)
         })
     })
+}
+
+/// What an event's history row holds beside its id: what a repeat of the event is compared
+/// with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredRow<'a> {
+    pub ticket_id: &'a str,
+    pub from_status: &'a str,
+    pub to_status: &'a str,
+    pub changed_at: DateTime<Utc>,
+}
+
+impl StoredRow<'_> {
+    /// The row `event` makes.
+    pub fn of(event: &TicketEvent) -> StoredRow<'_> {
+        StoredRow {
+            ticket_id: event.ticket_id(),
+            from_status: event.from_status(),
+            to_status: event.to_status(),
+            changed_at: event.changed_at,
+        }
+    }
+
+    /// Whether `event` would make this row: a repeat with the same payload.
+    fn holds(&self, event: &TicketEvent) -> bool {
+        *self == StoredRow::of(event)
+    }
 }
 
 /// The rule: first seen at the same place is a redelivery; elsewhere, the same payload is a
@@ -71,22 +101,17 @@ fn rule(
     }
 }
 
-/// The cause of a duplicate whose first occurrence, `first` at `first_origin`, was applied by a
-/// committed transaction of this partition: what the database would answer, known without
-/// asking it (its marker holds `first_origin`, its history row `first`'s fields).
+/// The cause of a duplicate whose first occurrence, stored as `first` from `first_origin`, was
+/// applied by a committed transaction of this partition: what the database would answer,
+/// known without asking it (its marker holds `first_origin`, its history row `first`).
 pub fn cause_of_repeat(
-    first: &TicketEvent,
+    first: StoredRow<'_>,
     first_origin: Origin,
     event: &TicketEvent,
     origin: Origin,
 ) -> DuplicateCause {
     let at = (Some(first_origin.partition), Some(first_origin.offset));
-    rule(at, origin, || {
-        first.ticket_id() == event.ticket_id()
-            && first.from_status() == event.from_status()
-            && first.to_status() == event.to_status()
-            && first.changed_at == event.changed_at
-    })
+    rule(at, origin, || first.holds(event))
 }
 
 /// Classifies duplicates of several events in one query, in the order given.
@@ -213,7 +238,7 @@ mod tests {
             event.changed_at += chrono::Duration::seconds(seconds);
             let origin = Origin { partition, offset };
             proptest::prop_assert_eq!(
-                cause_of_repeat(&event_900(), AT_7, &event, origin),
+                cause_of_repeat(StoredRow::of(&event_900()), AT_7, &event, origin),
                 cause(Some(&first), &event, origin)
             );
         }

@@ -12,20 +12,22 @@
 
 use std::collections::VecDeque;
 
+use chrono::{DateTime, Utc};
+
 use super::Origin;
-use super::duplicates::cause_of_repeat;
+use super::duplicates::{StoredRow, cause_of_repeat};
 use crate::domain::{DuplicateCause, TicketEvent};
 
-/// How many applied events a partition remembers at least, once it applied as many. Each holds
-/// its event's text, which shares its record's payload: a few hundred bytes each.
+/// How many applied events a partition remembers at least, once it applied as many. Each is a
+/// copy of its four text fields (tens of bytes), its time and its origin.
 pub const REMEMBERED_PER_PARTITION: usize = 512;
 
 /// The events of the last batches applied, each batch with its events' id hashes sorted (see
-/// the module docs). Remembering costs a clone of each event (its text is shared, not copied)
-/// and a hash of its id; a lookup is a binary search of hashes per batch kept, and one
-/// comparison of ids per hash found. The hashes sit side by side, so a lookup touches no
-/// remembered event's text but the one it finds: that text was read when its batch ran, and
-/// the database has used the same cores since.
+/// the module docs). Remembering copies each event's text fields into its batch's one buffer
+/// and sorts the batch's id hashes; a lookup is a binary search of hashes per batch kept, and
+/// one comparison of ids per hash found. Nothing of a record's payload is kept: the payload is
+/// freed with its record, while its bytes are still in the caches, and a lookup reads only the
+/// copies, which lie side by side.
 #[derive(Debug)]
 pub struct RecentlyApplied {
     capacity: usize,
@@ -39,19 +41,90 @@ pub struct RecentlyApplied {
 #[derive(Debug)]
 struct Batch {
     lowest: i64,
+    /// Every event's text fields, one after another, in the order remembered.
+    text: String,
     /// In the order remembered.
-    events: Vec<(TicketEvent, Origin)>,
+    events: Vec<Remembered>,
     /// Each event's id hash and its place in `events`, sorted: of an id given twice, the first
     /// comes first.
     hashes: Vec<(u32, u32)>,
 }
 
+/// One event as remembered: where its text fields end in its batch's `text` (in
+/// [`TicketEvent`]'s order: id, ticket, from, to; the first starts where the event before it
+/// ended), its time and its origin.
+#[derive(Debug)]
+struct Remembered {
+    ends: [u32; 4],
+    changed_at: DateTime<Utc>,
+    origin: Origin,
+}
+
 impl Batch {
-    /// The first event remembered whose id is `id` (hashed: `hash`).
-    fn find(&self, id: &str, hash: u32) -> Option<&(TicketEvent, Origin)> {
+    fn with_events(events: &[(&TicketEvent, Origin)]) -> Batch {
+        let bytes = events
+            .iter()
+            .map(|(event, _)| Batch::fields(event).iter().map(|f| f.len()).sum::<usize>())
+            .sum();
+        let mut batch = Batch {
+            lowest: events.iter().map(|(_, o)| o.offset).min().unwrap_or(0),
+            text: String::with_capacity(bytes),
+            events: Vec::with_capacity(events.len()),
+            hashes: Vec::with_capacity(events.len()),
+        };
+        for (&(event, origin), place) in events.iter().zip(0u32..) {
+            let ends = Batch::fields(event).map(|field| {
+                batch.text.push_str(field);
+                u32::try_from(batch.text.len()).expect("a batch's text fields under 4 GiB")
+            });
+            batch.events.push(Remembered {
+                ends,
+                changed_at: event.changed_at,
+                origin,
+            });
+            batch.hashes.push((event.id_hash(), place));
+        }
+        batch.hashes.sort_unstable();
+        batch
+    }
+
+    fn fields(event: &TicketEvent) -> [&str; 4] {
+        [
+            event.event_id(),
+            event.ticket_id(),
+            event.from_status(),
+            event.to_status(),
+        ]
+    }
+
+    /// The text fields of the event at `place`.
+    fn fields_at(&self, place: usize) -> [&str; 4] {
+        let mut start = match place {
+            0 => 0,
+            _ => self.events[place - 1].ends[3] as usize,
+        };
+        self.events[place].ends.map(|end| {
+            let field = &self.text[start..end as usize];
+            start = end as usize;
+            field
+        })
+    }
+
+    /// The first event remembered whose id is `id` (hashed: `hash`): its stored row and
+    /// origin.
+    fn find(&self, id: &str, hash: u32) -> Option<(StoredRow<'_>, Origin)> {
         find_hashed(&self.hashes, hash, |place| {
-            let found = &self.events[place];
-            (found.0.event_id() == id).then_some(found)
+            let [event_id, ticket_id, from_status, to_status] = self.fields_at(place);
+            let remembered = &self.events[place];
+            (event_id == id).then_some((
+                StoredRow {
+                    ticket_id,
+                    from_status,
+                    to_status,
+                    changed_at: remembered.changed_at,
+                },
+                remembered.origin,
+            ))
         })
     }
 }
@@ -92,31 +165,16 @@ impl RecentlyApplied {
         if self.capacity == 0 {
             return;
         }
-        // Sized for the most the iterator may give (a batch's outcomes, filtered), not grown
-        // from empty: each step of growth copied every event so far.
-        let applied = applied.into_iter();
-        let (least, most) = applied.size_hint();
-        let mut events: Vec<(TicketEvent, Origin)> = Vec::with_capacity(most.unwrap_or(least));
-        events.extend(applied.map(|(event, origin)| (event.clone(), origin)));
-        let Some(lowest) = events.iter().map(|(_, o)| o.offset).min() else {
+        let applied: Vec<(&TicketEvent, Origin)> = applied.into_iter().collect();
+        if applied.is_empty() {
             return;
-        };
-        let mut hashes: Vec<(u32, u32)> = events
-            .iter()
-            .zip(0u32..)
-            .map(|((event, _), place)| (event.id_hash(), place))
-            .collect();
-        hashes.sort_unstable();
-        let place = self.batches.partition_point(|kept| kept.lowest < lowest);
-        self.len += events.len();
-        self.batches.insert(
-            place,
-            Batch {
-                lowest,
-                events,
-                hashes,
-            },
-        );
+        }
+        let batch = Batch::with_events(&applied);
+        let place = self
+            .batches
+            .partition_point(|kept| kept.lowest < batch.lowest);
+        self.len += batch.events.len();
+        self.batches.insert(place, batch);
         while let Some(oldest) = self.batches.front()
             && self.len - oldest.events.len() >= self.capacity
         {
@@ -131,7 +189,7 @@ impl RecentlyApplied {
         // An id's marker is inserted once: at most one batch holds it.
         let (id, hash) = (event.event_id(), event.id_hash());
         let (first, first_origin) = self.batches.iter().find_map(|batch| batch.find(id, hash))?;
-        Some(cause_of_repeat(first, *first_origin, event, origin))
+        Some(cause_of_repeat(first, first_origin, event, origin))
     }
 
     /// The events remembered.
