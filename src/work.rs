@@ -22,7 +22,7 @@ use crate::domain::{DuplicateCause, FetchedRecord, Outcome, Parsed, RecordKey, R
 use crate::inbox::batch::{BatchItem, HeldElsewhere, Shape, process_batch_telling};
 use crate::inbox::dead_letters;
 use crate::inbox::guards::{self, GuardRow, Verdict};
-use crate::inbox::recently_applied::RecentlyApplied;
+use crate::inbox::recently_applied::{Copies, RecentlyApplied};
 use crate::inbox::{MarkersHeld, Origin, PgInbox, PgInboxError, Processed};
 use crate::inbox::{duplicates, process_history_once};
 
@@ -101,6 +101,14 @@ impl Work {
     pub fn event(&self) -> Option<&TicketEvent> {
         match self {
             Work::Event { event, .. } => Some(event),
+            Work::DeadLetter { .. } => None,
+        }
+    }
+
+    /// The event and where it was read; `None` for a dead letter.
+    pub fn event_at(&self) -> Option<(&TicketEvent, Origin)> {
+        match self {
+            Work::Event { event, origin, .. } => Some((event, *origin)),
             Work::DeadLetter { .. } => None,
         }
     }
@@ -319,9 +327,11 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>, held: MarkersHeld) -
 /// under their own deadline. `held` is said once the transaction holds its events' markers
 /// (see [`MarkersHeld`]); the ids `elsewhere` (the partition's other open batches) may hold are
 /// inserted last. Several units go to the database in `shape`.
+#[allow(clippy::too_many_arguments)]
 pub async fn execute_batch(
     pool: &Pool,
     works: &[&Work],
+    copies: Copies,
     policy: &Policy<'_>,
     applied: &RefCell<RecentlyApplied>,
     held: MarkersHeld,
@@ -332,7 +342,7 @@ pub async fn execute_batch(
         [work] => vec![execute(pool, work, policy, held).await],
         _ => execute_together(pool, works, policy, held, elsewhere, shape).await,
     };
-    for (index, cause) in classify_duplicates(pool, works, &executed, applied).await {
+    for (index, cause) in classify_duplicates(pool, works, copies, &executed, applied).await {
         executed[index].duplicate = Some(cause);
     }
     executed
@@ -392,40 +402,36 @@ async fn execute_together(
 
 /// Remembers what a unit of work applied, and gives the cause of each of its duplicates, by
 /// input index. A repeat of an event this unit or a recent one applied is classified from that
-/// event (as the database would answer: see [`RecentlyApplied`]); the others are asked of the
-/// database in one query, under their own deadline. A conflict is logged.
+/// event's copy (as the database would answer: see [`RecentlyApplied`]); the others are asked
+/// of the database in one query, under their own deadline. A conflict is logged.
 async fn classify_duplicates(
     pool: &Pool,
     works: &[&Work],
+    copies: Copies,
     executed: &[Executed],
     applied: &RefCell<RecentlyApplied>,
 ) -> Vec<(usize, DuplicateCause)> {
-    let event_at = |index: usize| match works[index] {
-        Work::Event { event, origin, .. } => Some((event, *origin)),
-        Work::DeadLetter { .. } => None,
-    };
-    let mut causes = Vec::new();
-    let mut asked: Vec<(usize, &TicketEvent, Origin)> = Vec::new();
-    {
-        // Not held across an await: the partition's other batch in flight shares it.
-        let mut applied = applied.borrow_mut();
-        applied.remember(
-            executed
-                .iter()
-                .enumerate()
-                .filter(|(_, executed)| executed.outcome == Outcome::Applied)
-                .filter_map(|(index, _)| event_at(index)),
-        );
-        let duplicates = executed
+    let event_at = |index: usize| works[index].event_at();
+    let places = |outcome: Outcome| -> Vec<usize> {
+        executed
             .iter()
             .enumerate()
-            .filter(|(_, executed)| executed.outcome == Outcome::AlreadyApplied)
-            .filter_map(|(index, _)| Some((index, event_at(index)?)));
-        for (index, (event, origin)) in duplicates {
-            match applied.cause(event, origin) {
-                Some(cause) => causes.push((index, cause)),
-                None => asked.push((index, event, origin)),
-            }
+            .filter(|(_, executed)| executed.outcome == outcome)
+            .map(|(index, _)| index)
+            .collect()
+    };
+    let duplicates = places(Outcome::AlreadyApplied);
+    // Not held across an await: the partition's other batch in flight shares it.
+    let remembered = applied
+        .borrow_mut()
+        .settle(copies, &places(Outcome::Applied), &duplicates);
+    let mut causes = Vec::new();
+    let mut asked: Vec<(usize, &TicketEvent, Origin)> = Vec::new();
+    for (index, cause) in duplicates.into_iter().zip(remembered) {
+        match (cause, event_at(index)) {
+            (Some(cause), _) => causes.push((index, cause)),
+            (None, Some((event, origin))) => asked.push((index, event, origin)),
+            (None, None) => {}
         }
     }
     if !asked.is_empty() {

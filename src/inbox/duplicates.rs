@@ -101,17 +101,18 @@ fn rule(
     }
 }
 
-/// The cause of a duplicate whose first occurrence, stored as `first` from `first_origin`, was
-/// applied by a committed transaction of this partition: what the database would answer,
-/// known without asking it (its marker holds `first_origin`, its history row `first`).
+/// The cause of a duplicate, whose own row would be `repeat`, delivered at `origin`, of an
+/// event stored as `first` from `first_origin` by a committed transaction of this partition:
+/// what the database would answer, known without asking it (its marker holds `first_origin`,
+/// its history row `first`).
 pub fn cause_of_repeat(
     first: StoredRow<'_>,
     first_origin: Origin,
-    event: &TicketEvent,
+    repeat: StoredRow<'_>,
     origin: Origin,
 ) -> DuplicateCause {
     let at = (Some(first_origin.partition), Some(first_origin.offset));
-    rule(at, origin, || first.holds(event))
+    rule(at, origin, || first == repeat)
 }
 
 /// Classifies duplicates of several events in one query, in the order given.
@@ -238,7 +239,7 @@ mod tests {
             event.changed_at += chrono::Duration::seconds(seconds);
             let origin = Origin { partition, offset };
             proptest::prop_assert_eq!(
-                cause_of_repeat(StoredRow::of(&event_900()), AT_7, &event, origin),
+                cause_of_repeat(StoredRow::of(&event_900()), AT_7, StoredRow::of(&event), origin),
                 cause(Some(&first), &event, origin)
             );
         }

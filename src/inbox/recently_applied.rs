@@ -22,11 +22,11 @@ use crate::domain::{DuplicateCause, TicketEvent};
 /// copy of its four text fields (tens of bytes), its time and its origin.
 pub const REMEMBERED_PER_PARTITION: usize = 512;
 
-/// The events of the last batches applied, each batch with its events' id hashes sorted (see
-/// the module docs). Remembering copies each event's text fields into its batch's one buffer
-/// and sorts the batch's id hashes; a lookup is a binary search of hashes per batch kept, and
-/// one comparison of ids per hash found. Nothing of a record's payload is kept: the payload is
-/// freed with its record, while its bytes are still in the caches, and a lookup reads only the
+/// The events of the last batches applied, each batch with its applied events' id hashes
+/// sorted (see the module docs). A batch's events are copied when it starts ([`Copies`]);
+/// remembering keeps that copy and sorts the applied events' id hashes; a lookup is a binary
+/// search of hashes per batch kept, and one comparison of ids per hash found. Nothing of a
+/// record's payload is kept: the payload is freed with its record, and a lookup reads only the
 /// copies, which lie side by side.
 #[derive(Debug)]
 pub struct RecentlyApplied {
@@ -34,97 +34,148 @@ pub struct RecentlyApplied {
     /// In the order of their lowest offsets: batches in flight together may commit in either
     /// order.
     batches: VecDeque<Batch>,
-    /// The events in `batches`.
+    /// The applied events in `batches`.
     len: usize,
+}
+
+/// A unit of work's events, copied when it starts: their text fields one after another in one
+/// buffer, taken while the records' payloads are still in the caches from their parse (read
+/// again once the transaction has committed, a payload is a cache miss per field). A place per
+/// unit, in order; a dead letter's place is empty.
+#[derive(Debug)]
+pub struct Copies {
+    text: String,
+    events: Vec<Copied>,
+}
+
+/// Where an event's text fields end in [`Copies::text`] (in [`TicketEvent`]'s order: id,
+/// ticket, from, to; the first starts where the place before it ended), its id hash, time and
+/// origin. `None` for a dead letter.
+#[derive(Debug)]
+struct Copied {
+    ends: [u32; 4],
+    id_hash: u32,
+    changed_at: DateTime<Utc>,
+    origin: Option<Origin>,
+}
+
+/// One copied event, as the classification reads it.
+struct Entry<'a> {
+    id: &'a str,
+    id_hash: u32,
+    row: StoredRow<'a>,
+    origin: Origin,
+}
+
+impl Copies {
+    /// Copies the events of a unit of work's places (`None`: a dead letter).
+    pub fn of<'a>(
+        places: impl ExactSizeIterator<Item = Option<(&'a TicketEvent, Origin)>>,
+    ) -> Copies {
+        let mut copies = Copies {
+            // Ids, tickets and statuses are usually a few dozen bytes together.
+            text: String::with_capacity(places.len() * 64),
+            events: Vec::with_capacity(places.len()),
+        };
+        for place in places {
+            let Some((event, origin)) = place else {
+                let end = copies.text_len();
+                copies.events.push(Copied {
+                    ends: [end; 4],
+                    id_hash: 0,
+                    changed_at: DateTime::<Utc>::MIN_UTC,
+                    origin: None,
+                });
+                continue;
+            };
+            let fields = [
+                event.event_id(),
+                event.ticket_id(),
+                event.from_status(),
+                event.to_status(),
+            ];
+            let ends = fields.map(|field| {
+                copies.text.push_str(field);
+                copies.text_len()
+            });
+            copies.events.push(Copied {
+                ends,
+                id_hash: event.id_hash(),
+                changed_at: event.changed_at,
+                origin: Some(origin),
+            });
+        }
+        copies
+    }
+
+    fn text_len(&self) -> u32 {
+        u32::try_from(self.text.len()).expect("a unit's text fields under 4 GiB")
+    }
+
+    /// The event at `place`; `None` for a dead letter's.
+    fn entry(&self, place: usize) -> Option<Entry<'_>> {
+        let copied = self.events.get(place)?;
+        let origin = copied.origin?;
+        let mut start = match place {
+            0 => 0,
+            _ => self.events[place - 1].ends[3] as usize,
+        };
+        let [id, ticket_id, from_status, to_status] = copied.ends.map(|end| {
+            let field = &self.text[start..end as usize];
+            start = end as usize;
+            field
+        });
+        Some(Entry {
+            id,
+            id_hash: copied.id_hash,
+            row: StoredRow {
+                ticket_id,
+                from_status,
+                to_status,
+                changed_at: copied.changed_at,
+            },
+            origin,
+        })
+    }
 }
 
 #[derive(Debug)]
 struct Batch {
     lowest: i64,
-    /// Every event's text fields, one after another, in the order remembered.
-    text: String,
-    /// In the order remembered.
-    events: Vec<Remembered>,
-    /// Each event's id hash and its place in `events`, sorted: of an id given twice, the first
-    /// comes first.
+    copies: Copies,
+    /// Each applied event's id hash and its place in `copies`, sorted: of an id given twice,
+    /// the first comes first.
     hashes: Vec<(u32, u32)>,
 }
 
-/// One event as remembered: where its text fields end in its batch's `text` (in
-/// [`TicketEvent`]'s order: id, ticket, from, to; the first starts where the event before it
-/// ended), its time and its origin.
-#[derive(Debug)]
-struct Remembered {
-    ends: [u32; 4],
-    changed_at: DateTime<Utc>,
-    origin: Origin,
-}
-
 impl Batch {
-    fn with_events(events: &[(&TicketEvent, Origin)]) -> Batch {
-        let bytes = events
+    /// `copies` with the events at the places `applied`.
+    fn new(copies: Copies, applied: &[usize]) -> Batch {
+        let mut hashes: Vec<(u32, u32)> = applied
             .iter()
-            .map(|(event, _)| Batch::fields(event).iter().map(|f| f.len()).sum::<usize>())
-            .sum();
-        let mut batch = Batch {
-            lowest: events.iter().map(|(_, o)| o.offset).min().unwrap_or(0),
-            text: String::with_capacity(bytes),
-            events: Vec::with_capacity(events.len()),
-            hashes: Vec::with_capacity(events.len()),
-        };
-        for (&(event, origin), place) in events.iter().zip(0u32..) {
-            let ends = Batch::fields(event).map(|field| {
-                batch.text.push_str(field);
-                u32::try_from(batch.text.len()).expect("a batch's text fields under 4 GiB")
-            });
-            batch.events.push(Remembered {
-                ends,
-                changed_at: event.changed_at,
-                origin,
-            });
-            batch.hashes.push((event.id_hash(), place));
+            .filter_map(|&place| {
+                let copied = copies.events.get(place).filter(|c| c.origin.is_some())?;
+                Some((copied.id_hash, u32::try_from(place).ok()?))
+            })
+            .collect();
+        hashes.sort_unstable();
+        let lowest = hashes
+            .iter()
+            .filter_map(|&(_, place)| copies.events[place as usize].origin)
+            .map(|origin| origin.offset)
+            .min()
+            .unwrap_or(i64::MAX);
+        Batch {
+            lowest,
+            copies,
+            hashes,
         }
-        batch.hashes.sort_unstable();
-        batch
     }
 
-    fn fields(event: &TicketEvent) -> [&str; 4] {
-        [
-            event.event_id(),
-            event.ticket_id(),
-            event.from_status(),
-            event.to_status(),
-        ]
-    }
-
-    /// The text fields of the event at `place`.
-    fn fields_at(&self, place: usize) -> [&str; 4] {
-        let mut start = match place {
-            0 => 0,
-            _ => self.events[place - 1].ends[3] as usize,
-        };
-        self.events[place].ends.map(|end| {
-            let field = &self.text[start..end as usize];
-            start = end as usize;
-            field
-        })
-    }
-
-    /// The first event remembered whose id is `id` (hashed: `hash`): its stored row and
-    /// origin.
-    fn find(&self, id: &str, hash: u32) -> Option<(StoredRow<'_>, Origin)> {
+    /// The first applied event whose id is `id` (hashed: `hash`).
+    fn find(&self, id: &str, hash: u32) -> Option<Entry<'_>> {
         find_hashed(&self.hashes, hash, |place| {
-            let [event_id, ticket_id, from_status, to_status] = self.fields_at(place);
-            let remembered = &self.events[place];
-            (event_id == id).then_some((
-                StoredRow {
-                    ticket_id,
-                    from_status,
-                    to_status,
-                    changed_at: remembered.changed_at,
-                },
-                remembered.origin,
-            ))
+            self.copies.entry(place).filter(|entry| entry.id == id)
         })
     }
 }
@@ -158,41 +209,59 @@ impl RecentlyApplied {
         }
     }
 
-    /// Remembers the events whose markers one committed transaction inserted, at their
-    /// origins; the batches of the lowest offsets are forgotten while at least `capacity`
-    /// events remain.
-    pub fn remember<'a>(&mut self, applied: impl IntoIterator<Item = (&'a TicketEvent, Origin)>) {
+    /// Takes in a committed unit of work whose events were copied into `copies` when it
+    /// started: gives the cause of each duplicate at the places `duplicates` whose first copy
+    /// it applied or one remembered (in that order; `None`: ask the database), then remembers
+    /// the events at the places `applied`. The batches of the lowest offsets are forgotten
+    /// while at least `capacity` applied events remain.
+    pub fn settle(
+        &mut self,
+        copies: Copies,
+        applied: &[usize],
+        duplicates: &[usize],
+    ) -> Vec<Option<DuplicateCause>> {
         if self.capacity == 0 {
-            return;
+            return vec![None; duplicates.len()];
         }
-        let applied: Vec<(&TicketEvent, Origin)> = applied.into_iter().collect();
-        if applied.is_empty() {
-            return;
+        let batch = Batch::new(copies, applied);
+        let causes = duplicates
+            .iter()
+            .map(|&place| {
+                let repeat = batch.copies.entry(place)?;
+                let (id, hash) = (repeat.id, repeat.id_hash);
+                // An id's marker is inserted once: at most one batch holds it.
+                let first = batch
+                    .find(id, hash)
+                    .or_else(|| self.batches.iter().find_map(|kept| kept.find(id, hash)))?;
+                Some(cause_of_repeat(
+                    first.row,
+                    first.origin,
+                    repeat.row,
+                    repeat.origin,
+                ))
+            })
+            .collect();
+        if !batch.hashes.is_empty() {
+            self.keep(batch);
         }
-        let batch = Batch::with_events(&applied);
+        causes
+    }
+
+    fn keep(&mut self, batch: Batch) {
         let place = self
             .batches
             .partition_point(|kept| kept.lowest < batch.lowest);
-        self.len += batch.events.len();
+        self.len += batch.hashes.len();
         self.batches.insert(place, batch);
         while let Some(oldest) = self.batches.front()
-            && self.len - oldest.events.len() >= self.capacity
+            && self.len - oldest.hashes.len() >= self.capacity
         {
-            self.len -= oldest.events.len();
+            self.len -= oldest.hashes.len();
             self.batches.pop_front();
         }
     }
 
-    /// The cause of a duplicate of `event` delivered at `origin`, if its first copy is
-    /// remembered.
-    pub fn cause(&self, event: &TicketEvent, origin: Origin) -> Option<DuplicateCause> {
-        // An id's marker is inserted once: at most one batch holds it.
-        let (id, hash) = (event.event_id(), event.id_hash());
-        let (first, first_origin) = self.batches.iter().find_map(|batch| batch.find(id, hash))?;
-        Some(cause_of_repeat(first, first_origin, event, origin))
-    }
-
-    /// The events remembered.
+    /// The applied events remembered.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -209,6 +278,53 @@ mod tests {
 
     fn event(n: u32) -> TicketEvent {
         crate::inbox::fixtures::event(&format!("event-{n}"))
+    }
+
+    /// Settles a unit of work that applied all of `events`.
+    fn remember(applied: &mut RecentlyApplied, events: &[(&TicketEvent, Origin)]) {
+        let copies = Copies::of(events.iter().map(|&(event, origin)| Some((event, origin))));
+        let places: Vec<usize> = (0..events.len()).collect();
+        applied.settle(copies, &places, &[]);
+    }
+
+    /// The cause given to a duplicate of `event` at `origin`, settled as a unit of its own.
+    fn cause(
+        applied: &mut RecentlyApplied,
+        event: &TicketEvent,
+        origin: Origin,
+    ) -> Option<DuplicateCause> {
+        let copies = Copies::of([Some((event, origin))].into_iter());
+        applied.settle(copies, &[], &[0]).pop().flatten()
+    }
+
+    #[test]
+    fn a_duplicate_of_an_event_its_own_unit_applied_is_classified_from_it() {
+        let mut applied = RecentlyApplied::with_capacity(4);
+        let changed = event(1).with_to_status("closed");
+        let places = [
+            Some((&event(1), at(7))),
+            None,
+            Some((&event(1), at(9))),
+            Some((&changed, at(10))),
+            Some((&event(2), at(11))),
+        ];
+        let causes = applied.settle(Copies::of(places.into_iter()), &[0], &[1, 2, 3, 4]);
+        assert_eq!(
+            causes,
+            [
+                None,
+                Some(DuplicateCause::Republish),
+                Some(DuplicateCause::Conflicting),
+                None
+            ]
+        );
+        assert_eq!(applied.len(), 1);
+        assert_eq!(
+            cause(&mut applied, &event(1), at(7)),
+            Some(DuplicateCause::Redelivery)
+        );
+        // Neither a duplicate nor a dead letter is remembered.
+        assert_eq!(cause(&mut applied, &event(2), at(12)), None);
     }
 
     #[test]
@@ -231,13 +347,13 @@ mod tests {
     fn of_an_id_remembered_twice_in_one_batch_the_first_gives_the_cause() {
         let mut applied = RecentlyApplied::with_capacity(4);
         let changed = event(1).with_to_status("closed");
-        applied.remember([(&event(1), at(7)), (&changed, at(8))]);
+        remember(&mut applied, &[(&event(1), at(7)), (&changed, at(8))]);
         assert_eq!(
-            applied.cause(&event(1), at(9)),
+            cause(&mut applied, &event(1), at(9)),
             Some(DuplicateCause::Republish)
         );
         assert_eq!(
-            applied.cause(&changed, at(9)),
+            cause(&mut applied, &changed, at(9)),
             Some(DuplicateCause::Conflicting)
         );
     }
@@ -245,21 +361,21 @@ mod tests {
     #[test]
     fn a_remembered_events_duplicate_is_a_redelivery_a_republish_or_a_conflict() {
         let mut applied = RecentlyApplied::with_capacity(4);
-        applied.remember([(&event(1), at(7))]);
+        remember(&mut applied, &[(&event(1), at(7))]);
         assert_eq!(
-            applied.cause(&event(1), at(7)),
+            cause(&mut applied, &event(1), at(7)),
             Some(DuplicateCause::Redelivery)
         );
         assert_eq!(
-            applied.cause(&event(1), at(9)),
+            cause(&mut applied, &event(1), at(9)),
             Some(DuplicateCause::Republish)
         );
         let changed = event(1).with_to_status("closed");
         assert_eq!(
-            applied.cause(&changed, at(9)),
+            cause(&mut applied, &changed, at(9)),
             Some(DuplicateCause::Conflicting)
         );
-        assert_eq!(applied.cause(&event(2), at(9)), None);
+        assert_eq!(cause(&mut applied, &event(2), at(9)), None);
     }
 
     proptest::proptest! {
@@ -290,7 +406,8 @@ mod tests {
             }
             let mut applied = RecentlyApplied::with_capacity(capacity);
             for &i in &order {
-                applied.remember(batches[i].iter().map(|(e, o)| (e, *o)));
+                let events: Vec<(&TicketEvent, Origin)> = batches[i].iter().map(|(e, o)| (e, *o)).collect();
+                remember(&mut applied, &events);
             }
             // The model: the batches of the highest offsets, kept while the lower ones hold
             // `capacity` more.
@@ -311,10 +428,10 @@ mod tests {
                     .iter()
                     .any(|(e, _)| e.event_id() == event.event_id())
                     .then_some(DuplicateCause::Redelivery);
-                proptest::prop_assert_eq!(applied.cause(event, *origin), expected);
+                proptest::prop_assert_eq!(cause(&mut applied, event, *origin), expected);
                 let elsewhere = Origin { partition: 1, ..*origin };
                 proptest::prop_assert_eq!(
-                    applied.cause(event, elsewhere),
+                    cause(&mut applied, event, elsewhere),
                     expected.map(|_| DuplicateCause::Republish)
                 );
             }

@@ -14,7 +14,7 @@ use history_consumer::inbox::batch::{
     process_batch_telling,
 };
 use history_consumer::inbox::duplicates::classify_many;
-use history_consumer::inbox::recently_applied::RecentlyApplied;
+use history_consumer::inbox::recently_applied::{Copies, RecentlyApplied};
 use history_consumer::work::{Payload, Policy, Work, execute_batch};
 
 use crate::support::faults::Trigger;
@@ -684,6 +684,7 @@ async fn causes_of(
     let executed = execute_batch(
         &db.pool,
         &works,
+        Copies::of(works.iter().map(|work| work.event_at())),
         &policy,
         applied,
         Default::default(),
@@ -766,8 +767,10 @@ async fn one_event_at_a_time_remembers_what_it_applied_and_classifies_from_it() 
     assert_eq!(causes_of(&db, &[work(&second, 11)], &applied).await, [None]);
     assert_eq!(applied.borrow().len(), 2);
     assert_eq!(
-        applied.borrow().cause(&first, at(12)),
-        Some(Republish),
+        applied
+            .borrow_mut()
+            .settle(Copies::of([Some((&first, at(12)))].into_iter()), &[], &[0]),
+        [Some(Republish)],
         "remembered, so its duplicates need no query"
     );
     assert_eq!(

@@ -46,7 +46,7 @@ use crate::inbox::PgInboxError;
 use crate::inbox::batch::HeldElsewhere;
 use crate::inbox::batch::Shape;
 use crate::inbox::guards::{self, GuardRow};
-use crate::inbox::recently_applied::RecentlyApplied;
+use crate::inbox::recently_applied::{Copies, RecentlyApplied};
 use crate::metrics::{Metrics, PartitionMetrics};
 use crate::work::{Executed, Policy, Work, execute_batch};
 use failures::{FailureLog, Line, SUMMARY_EVERY};
@@ -307,6 +307,9 @@ impl PartitionActor {
         } else {
             Vec::new()
         };
+        // Copied now, while the records' payloads are in the caches from their parse: the
+        // duplicates are classified from these copies once the transaction has committed.
+        let copies = Copies::of(batch.iter().map(|(_, work)| work.event_at()));
         self.units.push_back(Unit::Running(ids));
         // A retry (its batch failed or timed out) goes markers first too: if a lock on the
         // history table held it up, the duplicates among its records resolve without it.
@@ -333,7 +336,7 @@ impl PartitionActor {
                 };
                 let works: Vec<&Work> = batch.iter().map(|(_, w)| w).collect();
                 let executed = execute_batch(
-                    &deps.pool, &works, &policy, &applied, held, &elsewhere, shape,
+                    &deps.pool, &works, copies, &policy, &applied, held, &elsewhere, shape,
                 )
                 .await;
                 // A record stored ends the partition's run of rejected records, for whoever
