@@ -324,14 +324,15 @@ async fn run(pool: &Pool, work: &Work, policy: &Policy<'_>, held: MarkersHeld) -
 /// one (unless the database was unavailable), so a single bad record cannot keep the batch
 /// unresolved, and only on its own can a record be found rejected for good. The partition's
 /// `applied` remembers what was applied, and duplicates are classified afterwards, from it or
-/// under their own deadline. `held` is said once the transaction holds its events' markers
+/// under their own deadline, from `copies` of the units' events (made now when `None`).
+/// `held` is said once the transaction holds its events' markers
 /// (see [`MarkersHeld`]); the ids `elsewhere` (the partition's other open batches) may hold are
 /// inserted last. Several units go to the database in `shape`.
 #[allow(clippy::too_many_arguments)]
 pub async fn execute_batch(
     pool: &Pool,
     works: &[&Work],
-    copies: Copies,
+    copies: Option<Copies>,
     policy: &Policy<'_>,
     applied: &RefCell<RecentlyApplied>,
     held: MarkersHeld,
@@ -407,7 +408,7 @@ async fn execute_together(
 async fn classify_duplicates(
     pool: &Pool,
     works: &[&Work],
-    copies: Copies,
+    copies: Option<Copies>,
     executed: &[Executed],
     applied: &RefCell<RecentlyApplied>,
 ) -> Vec<(usize, DuplicateCause)> {
@@ -420,11 +421,15 @@ async fn classify_duplicates(
             .map(|(index, _)| index)
             .collect()
     };
-    let duplicates = places(Outcome::AlreadyApplied);
+    let (applied_places, duplicates) = (places(Outcome::Applied), places(Outcome::AlreadyApplied));
+    if applied_places.is_empty() && duplicates.is_empty() {
+        return Vec::new();
+    }
+    let copies = copies.unwrap_or_else(|| Copies::of(works.iter().map(|work| work.event_at())));
     // Not held across an await: the partition's other batch in flight shares it.
     let remembered = applied
         .borrow_mut()
-        .settle(copies, &places(Outcome::Applied), &duplicates);
+        .settle(copies, &applied_places, &duplicates);
     let mut causes = Vec::new();
     let mut asked: Vec<(usize, &TicketEvent, Origin)> = Vec::new();
     for (index, cause) in duplicates.into_iter().zip(remembered) {

@@ -70,11 +70,17 @@ struct Entry<'a> {
 impl Copies {
     /// Copies the events of a unit of work's places (`None`: a dead letter).
     pub fn of<'a>(
-        places: impl ExactSizeIterator<Item = Option<(&'a TicketEvent, Origin)>>,
+        places: impl ExactSizeIterator<Item = Option<(&'a TicketEvent, Origin)>> + Clone,
     ) -> Copies {
+        // Sized up front (the fields' lengths are in the events, not their payloads): grown
+        // from a guess, the buffer was copied again in most batches.
+        let bytes = places
+            .clone()
+            .flatten()
+            .map(|(event, _)| Copies::fields(event).iter().map(|f| f.len()).sum::<usize>())
+            .sum();
         let mut copies = Copies {
-            // Ids, tickets and statuses are usually a few dozen bytes together.
-            text: String::with_capacity(places.len() * 64),
+            text: String::with_capacity(bytes),
             events: Vec::with_capacity(places.len()),
         };
         for place in places {
@@ -88,13 +94,7 @@ impl Copies {
                 });
                 continue;
             };
-            let fields = [
-                event.event_id(),
-                event.ticket_id(),
-                event.from_status(),
-                event.to_status(),
-            ];
-            let ends = fields.map(|field| {
+            let ends = Copies::fields(event).map(|field| {
                 copies.text.push_str(field);
                 copies.text_len()
             });
@@ -106,6 +106,15 @@ impl Copies {
             });
         }
         copies
+    }
+
+    fn fields(event: &TicketEvent) -> [&str; 4] {
+        [
+            event.event_id(),
+            event.ticket_id(),
+            event.from_status(),
+            event.to_status(),
+        ]
     }
 
     fn text_len(&self) -> u32 {

@@ -684,7 +684,7 @@ async fn causes_of(
     let executed = execute_batch(
         &db.pool,
         &works,
-        Copies::of(works.iter().map(|work| work.event_at())),
+        Some(Copies::of(works.iter().map(|work| work.event_at()))),
         &policy,
         applied,
         Default::default(),

@@ -307,9 +307,12 @@ impl PartitionActor {
         } else {
             Vec::new()
         };
-        // Copied now, while the records' payloads are in the caches from their parse: the
-        // duplicates are classified from these copies once the transaction has committed.
-        let copies = Copies::of(batch.iter().map(|(_, work)| work.event_at()));
+        // A first pass is copied now, while its records' payloads are in the caches from their
+        // parse: the duplicates are classified from these copies once the transaction has
+        // committed. A retry's payloads waited in the backlog and are cold anyway; it is copied
+        // only if its transaction commits (a database that stays down costs no copies).
+        let copies = (pass == Pass::First)
+            .then(|| Copies::of(batch.iter().map(|(_, work)| work.event_at())));
         self.units.push_back(Unit::Running(ids));
         // A retry (its batch failed or timed out) goes markers first too: if a lock on the
         // history table held it up, the duplicates among its records resolve without it.
