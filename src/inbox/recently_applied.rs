@@ -3,7 +3,7 @@
 //!
 //! The inbox is only ever appended to: once a transaction that inserted an event's marker has
 //! committed, the marker keeps that origin and the history row that payload. A duplicate of a
-//! remembered event therefore gets from [`RecentlyApplied::cause`] the cause the database's
+//! remembered event therefore gets from [`RecentlyApplied::settle`] the cause the database's
 //! query would give; an event not remembered (applied long ago, by another member, or before
 //! this partition's assignment) is asked of the database as before. Pure: no I/O.
 //!
@@ -23,8 +23,8 @@ use crate::domain::{DuplicateCause, TicketEvent};
 pub const REMEMBERED_PER_PARTITION: usize = 512;
 
 /// The events of the last batches applied, each batch with its applied events' id hashes
-/// sorted (see the module docs). A batch's events are copied when it starts ([`Copies`]);
-/// remembering keeps that copy and sorts the applied events' id hashes; a lookup is a binary
+/// sorted (see the module docs). A unit's events are copied ([`Copies`]); remembering keeps
+/// that copy and sorts the applied events' id hashes; a lookup is a binary
 /// search of hashes per batch kept, and one comparison of ids per hash found. Nothing of a
 /// record's payload is kept: the payload is freed with its record, and a lookup reads only the
 /// copies, which lie side by side.
@@ -38,10 +38,11 @@ pub struct RecentlyApplied {
     len: usize,
 }
 
-/// A unit of work's events, copied when it starts: their text fields one after another in one
-/// buffer, taken while the records' payloads are still in the caches from their parse (read
-/// again once the transaction has committed, a payload is a cache miss per field). A place per
-/// unit, in order; a dead letter's place is empty.
+/// A unit of work's events: their text fields one after another in one buffer. A first pass is
+/// copied as it starts, while its records' payloads are still in the caches from their parse
+/// (read again once the transaction has committed, a payload is a cache miss per field); a
+/// retry, whose payloads waited in the backlog, once its transaction has committed. A place
+/// per unit, in order; a dead letter's place is empty.
 #[derive(Debug)]
 pub struct Copies {
     text: String,
@@ -72,8 +73,8 @@ impl Copies {
     pub fn of<'a>(
         places: impl ExactSizeIterator<Item = Option<(&'a TicketEvent, Origin)>> + Clone,
     ) -> Copies {
-        // Sized up front (the fields' lengths are in the events, not their payloads): grown
-        // from a guess, the buffer was copied again in most batches.
+        // Sized up front, from the lengths the events keep (no payload is read for them), so
+        // that the buffer is never grown and copied again.
         let bytes = places
             .clone()
             .flatten()
