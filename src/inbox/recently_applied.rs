@@ -24,10 +24,10 @@ pub const REMEMBERED_PER_PARTITION: usize = 512;
 
 /// The events of the last batches applied, each batch with its applied events' id hashes
 /// sorted (see the module docs). A unit's events are copied ([`Copies`]); remembering keeps
-/// that copy and sorts the applied events' id hashes; a lookup is a binary
-/// search of hashes per batch kept, and one comparison of ids per hash found. Nothing of a
-/// record's payload is kept: the payload is freed with its record, and a lookup reads only the
-/// copies, which lie side by side.
+/// that copy and sorts the applied events' id hashes; a lookup is a binary search of hashes
+/// per batch kept, and one comparison of ids per hash found. Nothing of a record's payload is
+/// kept: the payload is freed with its record, and a lookup reads only the copies, which lie
+/// side by side.
 #[derive(Debug)]
 pub struct RecentlyApplied {
     capacity: usize,
@@ -161,20 +161,21 @@ struct Batch {
 impl Batch {
     /// `copies` with the events at the places `applied`.
     fn new(copies: Copies, applied: &[usize]) -> Batch {
-        let mut hashes: Vec<(u32, u32)> = applied
-            .iter()
-            .filter_map(|&place| {
-                let copied = copies.events.get(place).filter(|c| c.origin.is_some())?;
-                Some((copied.id_hash, u32::try_from(place).ok()?))
-            })
-            .collect();
+        let mut lowest = i64::MAX;
+        let mut hashes: Vec<(u32, u32)> = Vec::with_capacity(applied.len());
+        for &place in applied {
+            // A dead letter's place has no origin, and is never applied.
+            let Some(copied) = copies.events.get(place) else {
+                continue;
+            };
+            let Some(origin) = copied.origin else {
+                continue;
+            };
+            lowest = lowest.min(origin.offset);
+            let place = u32::try_from(place).expect("a unit's places fit in u32");
+            hashes.push((copied.id_hash, place));
+        }
         hashes.sort_unstable();
-        let lowest = hashes
-            .iter()
-            .filter_map(|&(_, place)| copies.events[place as usize].origin)
-            .map(|origin| origin.offset)
-            .min()
-            .unwrap_or(i64::MAX);
         Batch {
             lowest,
             copies,
