@@ -667,13 +667,24 @@ fn work(event: &TicketEvent, offset: i64) -> Work {
     }
 }
 
-/// Runs `deliveries` as one unit of work with the partition's memory `applied`; returns each
-/// delivery's duplicate cause as the unit gave it, after checking that the database, asked
-/// afterwards about the same deliveries, gives the same causes.
+/// How a unit's events are copied for the partition's memory.
+#[derive(Clone, Copy)]
+enum Copied {
+    /// As it starts (a first pass).
+    First,
+    /// Once its transaction committed (a retry).
+    After,
+}
+
+/// Runs `deliveries` as one unit of work with the partition's memory `applied`, its events
+/// `copied` as said; returns each delivery's duplicate cause as the unit gave it, after
+/// checking that the database, asked afterwards about the same deliveries, gives the same
+/// causes.
 async fn causes_of(
     db: &TestDb,
     deliveries: &[Work],
     applied: &RefCell<RecentlyApplied>,
+    copied: Copied,
 ) -> Vec<Option<DuplicateCause>> {
     let policy = Policy {
         topic: "ticket-status",
@@ -684,7 +695,10 @@ async fn causes_of(
     let executed = execute_batch(
         &db.pool,
         &works,
-        Some(Copies::of(works.iter().map(|work| work.event_at()))),
+        match copied {
+            Copied::First => Some(Copies::of(works.iter().map(|work| work.event_at()))),
+            Copied::After => None,
+        },
         &policy,
         applied,
         Default::default(),
@@ -727,7 +741,7 @@ async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_ba
         work(&conflicting, 23),
     ];
     assert_eq!(
-        causes_of(&db, &batch, &applied).await,
+        causes_of(&db, &batch, &applied, Copied::First).await,
         [
             Some(Redelivery),
             None,
@@ -737,7 +751,8 @@ async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_ba
         ]
     );
 
-    // A later batch: event 2's first copy is remembered as applied, event 1's is not.
+    // A later batch, copied once it committed (as a retry is): event 2's first copy is
+    // remembered as applied, event 1's is not.
     let later = [
         work(&new, 20),
         work(&new, 30),
@@ -745,7 +760,7 @@ async fn a_duplicate_is_given_the_same_cause_whether_its_first_copy_is_in_its_ba
         work(&old, 32),
     ];
     assert_eq!(
-        causes_of(&db, &later, &applied).await,
+        causes_of(&db, &later, &applied, Copied::After).await,
         [
             Some(Redelivery),
             Some(Republish),
@@ -763,8 +778,14 @@ async fn one_event_at_a_time_remembers_what_it_applied_and_classifies_from_it() 
     let db = test_database().await;
     let (first, second) = (event(1), event(2));
     let applied = RefCell::default();
-    assert_eq!(causes_of(&db, &[work(&first, 10)], &applied).await, [None]);
-    assert_eq!(causes_of(&db, &[work(&second, 11)], &applied).await, [None]);
+    assert_eq!(
+        causes_of(&db, &[work(&first, 10)], &applied, Copied::First).await,
+        [None]
+    );
+    assert_eq!(
+        causes_of(&db, &[work(&second, 11)], &applied, Copied::After).await,
+        [None]
+    );
     assert_eq!(applied.borrow().len(), 2);
     assert_eq!(
         applied
@@ -774,11 +795,11 @@ async fn one_event_at_a_time_remembers_what_it_applied_and_classifies_from_it() 
         "remembered, so its duplicates need no query"
     );
     assert_eq!(
-        causes_of(&db, &[work(&first, 10)], &applied).await,
+        causes_of(&db, &[work(&first, 10)], &applied, Copied::First).await,
         [Some(Redelivery)]
     );
     assert_eq!(
-        causes_of(&db, &[work(&second, 12)], &applied).await,
+        causes_of(&db, &[work(&second, 12)], &applied, Copied::After).await,
         [Some(Republish)]
     );
     assert_eq!(stored(&db).await, (2, 2, 0));
