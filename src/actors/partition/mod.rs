@@ -12,6 +12,7 @@
 
 pub mod failures;
 pub mod guard;
+pub mod queued;
 pub mod schedule;
 pub mod transactions;
 
@@ -38,9 +39,7 @@ use super::status::{
     RecentOutcome,
 };
 use crate::backoff::Backoff;
-use crate::domain::{
-    DuplicateCause, FetchedRecord, Outcome, RejectReason, Rejection, TicketEvent, UnknownCause,
-};
+use crate::domain::{DuplicateCause, Outcome, RejectReason, Rejection, TicketEvent, UnknownCause};
 use crate::inbox::MarkersHeld;
 use crate::inbox::PgInboxError;
 use crate::inbox::batch::HeldElsewhere;
@@ -51,6 +50,7 @@ use crate::metrics::{Metrics, PartitionMetrics};
 use crate::work::{Executed, Policy, Work, execute_batch};
 use failures::{FailureLog, Line, SUMMARY_EVERY};
 use guard::{Change, Guard};
+use queued::{Queued, Source};
 use schedule::{Failure, Limits, Next, Pass, Phase, Schedule};
 
 const RECENT_OUTCOMES: usize = 50;
@@ -84,8 +84,8 @@ pub struct PartitionActor {
     assignment: Assignment,
     deps: Arc<PartitionDeps>,
     /// New records wait unparsed (a parsed record is about three times the size); a batch is
-    /// parsed when it starts.
-    schedule: Schedule<Work, FetchedRecord>,
+    /// parsed when it starts, or ahead of it while the batches before it run (`prepare`).
+    schedule: Schedule<Work, Queued>,
     guard: Guard,
     timer: Option<(Instant, SpawnHandle)>,
     drained: Vec<oneshot::Sender<()>>,
@@ -121,6 +121,12 @@ pub struct PartitionActor {
     /// next batch goes in one round trip. Otherwise (the assignment's first batch, a replay of
     /// stored events) it inserts its markers first ([`Shape`]).
     applying: bool,
+    /// Whether the database gave an outcome for the unit accounted for last: only then is the
+    /// next batch parsed ahead of its start (a partition that cannot reach the database keeps
+    /// its queue unparsed, as small as it is).
+    answering: bool,
+    /// Whether a `prepare` is spawned and has not run yet.
+    preparing: bool,
 }
 
 /// A unit of work started and not yet accounted for.
@@ -167,6 +173,8 @@ impl PartitionActor {
             series: deps.metrics.partition(assignment.partition),
             applied: Rc::default(),
             applying: false,
+            answering: false,
+            preparing: false,
             assignment,
             schedule: Schedule::new(deps.limits, deps.retry, paused),
             guard: Guard::new(deps.max_consecutive_rejections),
@@ -192,6 +200,15 @@ impl PartitionActor {
         self.assignment.partition
     }
 
+    /// What parsing this partition's records needs.
+    fn source(&self) -> Source<'_> {
+        Source {
+            topic: &self.deps.topic,
+            partition: self.partition(),
+            max_payload_bytes: self.deps.max_payload_bytes,
+        }
+    }
+
     /// Carries out the schedule's decisions until something runs or nothing is left to do,
     /// then asks the driver for records if the window has room.
     fn drive(&mut self, ctx: &mut Context<Self>) {
@@ -214,14 +231,10 @@ impl PartitionActor {
                 }
                 // The next full batch may join it while it commits (`schedule`'s pipelining).
                 Next::Batch(records) => {
-                    let topic = &self.deps.topic;
-                    let partition = self.partition();
-                    let max = self.deps.max_payload_bytes;
+                    let source = self.source();
                     let batch = records
                         .into_iter()
-                        .map(|(offset, record)| {
-                            (offset, Work::from_record(topic, partition, record, max))
-                        })
+                        .map(|(offset, queued)| (offset, queued.into_work(source)))
                         .collect();
                     self.run(batch, Pass::First, ctx);
                     continue;
@@ -230,6 +243,14 @@ impl PartitionActor {
                 Next::Idle | Next::Busy => {}
             }
             break;
+        }
+        if self.answering && !self.preparing && self.schedule.upcoming(Instant::now()).is_some() {
+            // After what was spawned so far (the batch just started is sent first).
+            self.preparing = true;
+            ctx.spawn(fut::ready(()).map(|(), actor: &mut Self, _| {
+                actor.preparing = false;
+                actor.prepare();
+            }));
         }
         if self.schedule.drained() {
             for done in self.drained.drain(..) {
@@ -262,6 +283,26 @@ impl PartitionActor {
             self.deps
                 .metrics
                 .set_fetch_paused(self.partition(), stopped);
+        }
+    }
+
+    /// Parses the batch that runs next while the batches before it run, so that its start
+    /// costs only its send: a partition that waits on its own transaction (the member has no
+    /// room for another) then hands the database its next batch as soon as that one commits.
+    fn prepare(&mut self) {
+        if !self.answering {
+            return;
+        }
+        let Some(records) = self.schedule.upcoming(Instant::now()) else {
+            return;
+        };
+        let source = Source {
+            topic: &self.deps.topic,
+            partition: self.assignment.partition,
+            max_payload_bytes: self.deps.max_payload_bytes,
+        };
+        for queued in self.schedule.queued_mut(records) {
+            queued.parse(source);
         }
     }
 
@@ -385,6 +426,7 @@ impl PartitionActor {
         self.schedule.finished();
         debug_assert_eq!(batch.len(), executed.len());
         let answered = executed.iter().any(|e| e.outcome.is_resolved());
+        self.answering = answered;
         self.applying = executed.iter().any(|e| e.outcome == Outcome::Applied);
         self.observe(&executed);
         // Only the newest outcomes stay in `recent`: the rest of a batch is not kept.
@@ -883,9 +925,11 @@ impl Handler<Fetched> for PartitionActor {
 
     fn handle(&mut self, fetched: Fetched, ctx: &mut Context<Self>) {
         match fetched {
-            Fetched::Records(records) => self
-                .schedule
-                .receive(records.into_iter().map(|record| (record.offset, record))),
+            Fetched::Records(records) => self.schedule.receive(
+                records
+                    .into_iter()
+                    .map(|record| (record.offset, Queued::Received(record))),
+            ),
             Fetched::Skipped { after, position } => self.schedule.receive_skip(after, position),
         }
         self.drive(ctx);

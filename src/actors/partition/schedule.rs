@@ -328,6 +328,45 @@ impl<W: Clone, Q> Schedule<W, Q> {
         Next::Batch(self.start_batch(ready))
     }
 
+    /// How many records the next batch will take from the head of the queue, when it waits
+    /// only for the batches running now (for their markers, their end or the member's room):
+    /// a full batch, nothing else due before it, the bounds allowing it. Its owner may prepare
+    /// those records meanwhile ([`Schedule::queued_mut`]), so that starting it costs only its
+    /// send. `None` while anything else runs or waits, or nothing does (the batch then starts
+    /// at once).
+    pub fn upcoming(&self, now: Instant) -> Option<usize> {
+        let only_batches = self
+            .running
+            .iter()
+            .all(|u| matches!(u, Running::Batch { .. }));
+        if self.running.is_empty()
+            || !only_batches
+            || self.draining
+            || self.paused
+            || self
+                .backlog
+                .values()
+                .any(|e| e.replacement.is_some() || e.next_retry <= now)
+        {
+            return None;
+        }
+        let room = self
+            .limits
+            .max_unresolved
+            .saturating_sub(self.backlog.len() + self.running_records());
+        let full = self.limits.batch_size;
+        (room >= full && self.ready(full) == full).then_some(full)
+    }
+
+    /// The first `n` queued records (at most: up to the first skip), for their owner to
+    /// prepare in place; what the schedule does with them is unchanged.
+    pub fn queued_mut(&mut self, n: usize) -> impl Iterator<Item = &mut Q> + '_ {
+        self.queue.iter_mut().take(n).map_while(|item| match item {
+            Item::Record { work, .. } => Some(work),
+            Item::Skip { .. } => None,
+        })
+    }
+
     /// How many records, at most `wanted`, are queued ahead of the first skip.
     fn ready(&self, wanted: usize) -> usize {
         self.queue
@@ -929,6 +968,71 @@ mod tests {
         s.finished();
         assert!(matches!(s.next(now), Next::WaitUntil(_)), "then lingers");
         assert_eq!(s.running().count(), 0);
+    }
+
+    #[test]
+    fn the_next_full_batch_is_upcoming_while_it_waits_only_for_the_running_ones() {
+        let now = Instant::now();
+        for in_flight in [1, 2] {
+            let mut s = Schedule::<&str>::new(
+                Limits {
+                    batches_in_flight: in_flight,
+                    ..limits(16, 4, 20)
+                },
+                no_jitter(),
+                false,
+            );
+            s.receive(records(0..7));
+            assert_eq!(
+                s.upcoming(now),
+                None,
+                "nothing runs: the batch starts at once"
+            );
+            assert_eq!(batch_offsets(s.next(now)), vec![0, 1, 2, 3]);
+            assert_eq!(s.upcoming(now), None, "three queued: not a full batch");
+            s.receive(records(7..8));
+            assert_eq!(s.upcoming(now), Some(4), "{in_flight} in flight");
+            let upcoming: Vec<&mut &str> = s.queued_mut(4).collect();
+            assert_eq!(upcoming.len(), 4);
+            s.set_paused(true);
+            assert_eq!(s.upcoming(now), None, "paused");
+            s.set_paused(false);
+            s.set_pipeline_room(false);
+            assert_eq!(
+                s.upcoming(now),
+                Some(4),
+                "the member's room makes no difference"
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_is_upcoming_while_a_retry_runs_or_is_due() {
+        let now = Instant::now();
+        let mut s = pipelined(16, 4, 20);
+        s.receive(records(0..12));
+        assert_eq!(batch_offsets(s.next(now)), vec![0, 1, 2, 3]);
+        s.finished();
+        s.unknown(0, "work", rejected(), now, 0.5);
+        let retried = now + Duration::from_secs(3600);
+        assert_eq!(s.upcoming(retried), None, "nothing runs");
+        assert!(matches!(s.next(retried), Next::Retry(_)));
+        assert_eq!(s.upcoming(retried), None, "a retry runs");
+        s.finished();
+        s.unknown(0, "work", rejected(), retried, 0.5);
+        assert_eq!(batch_offsets(s.next(retried)), vec![4, 5, 6, 7]);
+        assert_eq!(s.upcoming(retried), Some(4), "the retry is not due yet");
+        let due = retried + Duration::from_secs(3600);
+        assert_eq!(s.upcoming(due), None, "a due retry goes first");
+    }
+
+    #[test]
+    fn the_queued_records_stop_at_the_first_skip() {
+        let mut s = pipelined(16, 4, 20);
+        s.receive(records(0..2));
+        s.receive_skip(Some(1), 5);
+        s.receive(records(5..7));
+        assert_eq!(s.queued_mut(4).count(), 2);
     }
 
     #[test]
