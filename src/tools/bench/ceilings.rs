@@ -13,6 +13,7 @@ use super::workload::{Workload, event_of};
 use super::{BenchError, Plan};
 use crate::domain::TicketEvent;
 use crate::inbox::Origin;
+use crate::inbox::batch::Shape;
 
 /// Ceiling 1 on `topic`, up to where the records `sent` end.
 pub async fn kafka(topic: &Topic, sent: &[Sent]) -> Result<CeilingResult, BenchError> {
@@ -87,18 +88,19 @@ impl DatabaseWork {
 
     /// Runs the events through the batched transaction into the migrated database at `url`,
     /// in batches of `batch_size`, on at most `connections` connections. `fresh`: none of
-    /// these events is stored yet (else all are, and none may be applied again). The rows are
-    /// checked afterwards.
+    /// these events is stored yet (else all are, and none may be applied again). Each batch's
+    /// transaction goes in `shape`. The rows are checked afterwards.
     pub async fn run(
         &self,
         url: &str,
         batch_size: usize,
         connections: usize,
         fresh: bool,
+        shape: Shape,
         phase: &str,
     ) -> Result<CeilingResult, BenchError> {
         let result = self
-            .run_unchecked(url, batch_size, connections, fresh, phase)
+            .run_unchecked(url, batch_size, connections, fresh, shape, phase)
             .await?;
         self.check(url, phase).await?;
         Ok(result)
@@ -118,12 +120,13 @@ impl DatabaseWork {
         batch_size: usize,
         connections: usize,
         fresh: bool,
+        shape: Shape,
         phase: &str,
     ) -> Result<CeilingResult, BenchError> {
         let connections = connections.clamp(1, self.shares.len().max(1));
         probe::reset_peak_rss();
         let cpu_before = CpuSnapshot::take();
-        let ceiling = database::ceiling(url, &self.shares, batch_size, connections).await?;
+        let ceiling = database::ceiling(url, &self.shares, batch_size, connections, shape).await?;
         let cpu = cpu_before.usage_until(&CpuSnapshot::take());
         let peak_rss = probe::peak_rss();
         let expected = if fresh { self.unique } else { 0 };

@@ -12,7 +12,7 @@ use super::BenchError;
 use crate::config::database::DatabaseSettings;
 use crate::domain::TicketEvent;
 use crate::inbox::Origin;
-use crate::inbox::batch::{BatchItem, BatchOutcome, process_batch};
+use crate::inbox::batch::{BatchItem, BatchOutcome, Shape, process_batch_shaped};
 use crate::tools::certs::Authority;
 use crate::tools::pg_cluster::{ClusterOptions, ServerTls, TempCluster, find_binaries};
 
@@ -261,7 +261,7 @@ pub struct Ceiling {
 }
 
 /// Ceiling 2: each share (one partition's records, in offset order) resolved by its own task
-/// in batches of `batch_size` through [`process_batch`], all shares concurrently on a pool of
+/// in batches of `batch_size` through [`process_batch_shaped`] in `shape`, all shares concurrently on a pool of
 /// `connections` (as the service's partition actors share its pool), into the database at
 /// `url` (migrated first if need be).
 pub async fn ceiling(
@@ -269,6 +269,7 @@ pub async fn ceiling(
     shares: &[Vec<(TicketEvent, Origin)>],
     batch_size: usize,
     connections: usize,
+    shape: Shape,
 ) -> Result<Ceiling, BenchError> {
     let pool = crate::db::pool(url, connections.max(1))?;
     crate::inbox::migrate_pool(&pool).await?;
@@ -281,7 +282,7 @@ pub async fn ceiling(
     let applied = futures::future::try_join_all(
         shares
             .iter()
-            .map(|share| resolve_share(&pool, share, batch_size)),
+            .map(|share| resolve_share(&pool, share, batch_size, shape)),
     )
     .await?;
     let elapsed = started.elapsed();
@@ -296,6 +297,7 @@ async fn resolve_share(
     pool: &Pool,
     share: &[(TicketEvent, Origin)],
     batch_size: usize,
+    shape: Shape,
 ) -> Result<u64, BenchError> {
     let mut applied = 0;
     for chunk in share.chunks(batch_size.max(1)) {
@@ -306,7 +308,7 @@ async fn resolve_share(
                 origin: *origin,
             })
             .collect();
-        let outcomes = process_batch(pool, &items)
+        let outcomes = process_batch_shaped(pool, &items, shape)
             .await
             .map_err(BenchError::Batch)?;
         applied += outcomes

@@ -308,6 +308,7 @@ pub async fn run(args: BenchArgs) -> Result<(), BenchError> {
         latency: measured.latency,
         backlog: measured.backlog,
         tls: measured.tls,
+        replay_markers_first: measured.replay_markers_first,
     };
     println!();
     print!("{}", render::table(&report));

@@ -16,6 +16,7 @@ use super::report::{
 };
 use super::{BenchError, Plan, backlog, latency, prefill, tls_cost};
 use crate::config::RuntimeSettings;
+use crate::inbox::batch::Shape;
 use crate::tools::args::BenchPhase;
 
 /// Everything the phases measured.
@@ -27,6 +28,8 @@ pub struct Measured {
     pub latency: Option<LatencyResult>,
     pub backlog: Vec<Backlog>,
     pub tls: TlsCost,
+    /// The replay's ceiling 2 in the service's shape for it (markers first).
+    pub replay_markers_first: Option<CeilingResult>,
 }
 
 /// A case that ran, with what later phases may reuse.
@@ -44,6 +47,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
     let backlog = backlog_phases(plan, databases).await?;
     let anchor = plan.anchor();
     let mut cases = Vec::new();
+    let mut replay_markers_first = None;
 
     let ran = run_case(plan, databases, anchor, true).await?;
     println!("ceiling 1: reading the default case's records back with no database");
@@ -150,7 +154,9 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
                 cases.push(ran.result.clone());
                 ran
             };
-            cases.push(replay(plan, ran).await?);
+            let (replayed, markers_first) = replay(plan, ran).await?;
+            cases.push(replayed);
+            replay_markers_first = markers_first;
         } else if duplicates != anchor.duplicates {
             cases.push(run_and_close(plan, databases, case, true).await?);
         }
@@ -173,6 +179,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
         latency,
         backlog,
         tls,
+        replay_markers_first,
     })
 }
 
@@ -287,6 +294,7 @@ async fn run_case(
                     case.batch_size,
                     connections(case.partitions),
                     true,
+                    Shape::default(),
                     &ceiling_phase,
                 )
                 .await?;
@@ -368,8 +376,10 @@ fn print_state(phase: &str, state: &DatabaseState) {
 }
 
 /// A second consumer group over `ran`'s topic and database: every record a redelivery. Its
-/// ceiling 2 runs the same events through the batched transaction a second time.
-async fn replay(plan: &Plan, ran: Ran) -> Result<CaseResult, BenchError> {
+/// ceiling 2 runs the same events through the batched transaction a second time, in one round
+/// trip; then a third time in the shape the service gives a batch after one that applied
+/// nothing (markers first: see `inbox::batch::Shape`), returned beside.
+async fn replay(plan: &Plan, ran: Ran) -> Result<(CaseResult, Option<CeilingResult>), BenchError> {
     let case = Case {
         replay: true,
         ..ran.result.case
@@ -378,29 +388,35 @@ async fn replay(plan: &Plan, ran: Ran) -> Result<CaseResult, BenchError> {
     let run = end_to_end::consume(&ran.published, &ran.url, &case, &phase).await;
     ran.published.topic.close().await;
     let run = run?;
-    let ceiling = match &ran.ceiling {
-        Some((work, url)) => {
-            let ceiling_phase = format!("{phase}, ceiling 2");
+    let mut ceilings = Vec::new();
+    if let Some((work, url)) = &ran.ceiling {
+        for (shape, named) in [
+            (Shape::OneRoundTrip, ""),
+            (Shape::MarkersFirst, ", markers first"),
+        ] {
+            let ceiling_phase = format!("{phase}, ceiling 2{named}");
             let result = work
                 .run(
                     url,
                     case.batch_size,
                     connections(case.partitions),
                     false,
+                    shape,
                     &ceiling_phase,
                 )
                 .await?;
             println!("{ceiling_phase}: {:.0} events/s", result.rate);
-            Some(result)
+            ceilings.push(result);
         }
-        None => None,
-    };
-    Ok(CaseResult {
+    }
+    let mut ceilings = ceilings.into_iter();
+    let result = CaseResult {
         case,
         run,
-        ceiling,
+        ceiling: ceilings.next(),
         database: None,
-    })
+    };
+    Ok((result, ceilings.next()))
 }
 
 /// The run with the median end-to-end / ceiling 2 ratio, and the others in the order run.

@@ -520,6 +520,9 @@ pub fn markdown(
     if let Some(line) = pipelining_line(report) {
         let _ = writeln!(out, "{line}\n");
     }
+    if let Some(line) = replay_shape_line(report) {
+        let _ = writeln!(out, "{line}\n");
+    }
     if let (Some(anchor), Some(again)) = (report.anchor(), &report.anchor_again) {
         let drift = super::measure::ratio(again.rate, anchor.run.rate).unwrap_or(1.0);
         let _ = writeln!(
@@ -800,6 +803,23 @@ fn pipelining_line(report: &Report) -> Option<String> {
     ))
 }
 
+/// The replay beside its ceiling 2 in the shape the service sends it, or `None` when that
+/// ceiling was not measured.
+fn replay_shape_line(report: &Report) -> Option<String> {
+    let replay = report.replay()?;
+    let markers_first = report.replay_markers_first.as_ref()?;
+    Some(format!(
+        "Replay: ceiling 2 sends every batch in one round trip. The service sends a batch that \
+         follows one which applied nothing (here, every batch) markers first, in three round \
+         trips, so that duplicates never wait for a lock on the history table. The batched \
+         transaction alone in that shape re-ran the same events at {} events/s; the replay \
+         ran {:.2} × that ({:.2} × the one-round-trip ceiling).",
+        whole(markers_first.rate),
+        super::measure::ratio(replay.run.rate, markers_first.rate).unwrap_or_default(),
+        replay.vs_ceiling().unwrap_or_default(),
+    ))
+}
+
 /// The ratios to ceiling 2 of the `runs` that had one.
 fn ratios<'a>(runs: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
     runs.filter_map(CaseResult::vs_ceiling).collect()
@@ -878,6 +898,16 @@ mod tests {
         assert!(text.contains("1 target(s) MISSED"), "{text}");
         assert!(text.contains("0.44 of the empty inbox"), "{text}");
         assert!(!text.contains("## Plots"), "{text}");
+    }
+
+    #[test]
+    fn the_replay_is_set_beside_its_ceiling_in_the_services_shape() {
+        let mut report = report();
+        assert!(!markdown(&report, &[], "benchmarks", None).contains("Replay: ceiling 2"));
+        let replay = report.replay().expect("the fixture has a replay").run.rate;
+        report.replay_markers_first = Some(super::super::report::tests::ceiling(replay * 1.25, 4));
+        let text = markdown(&report, &[], "benchmarks", None);
+        assert!(text.contains("the replay ran 0.80 × that"), "{text}");
     }
 
     #[test]

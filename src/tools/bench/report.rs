@@ -312,6 +312,9 @@ pub struct Report {
     pub backlog: Vec<Backlog>,
     /// The default case over TLS beside plaintext.
     pub tls: TlsCost,
+    /// The replay's ceiling 2 again in the service's shape for it (markers first), where the
+    /// replay ran with a ceiling.
+    pub replay_markers_first: Option<CeilingResult>,
 }
 
 impl Report {
@@ -681,6 +684,7 @@ pub(super) mod tests {
                 tls_pair(87_000.0, 80_000.0, true),
                 tls_pair(89_000.0, 86_000.0, false),
             ]),
+            replay_markers_first: None,
         }
     }
 
