@@ -88,12 +88,9 @@ mod tests {
         }
     }
 
+    /// A window of records waits in the queue: parsing ahead must not make each entry bigger.
     #[test]
-    fn a_queued_record_is_no_bigger_than_a_received_one_and_its_tag() {
-        let size = std::mem::size_of::<Queued>();
-        assert!(
-            size <= std::mem::size_of::<FetchedRecord>() + 8,
-            "{size} bytes"
-        );
+    fn a_queued_record_is_no_bigger_than_a_received_one() {
+        assert!(std::mem::size_of::<Queued>() <= std::mem::size_of::<FetchedRecord>());
     }
 }
