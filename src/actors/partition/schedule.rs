@@ -21,9 +21,10 @@
 //! one, never the other way round: the earlier copy is stored, as with one batch at a time.
 //! It starts only while the member has room for another transaction (its owner says so, from
 //! `--transactions-in-flight`): with every partition busy, each runs one transaction at a time
-//! and the database is not given more at once than it can work on. Everything else
-//! (a skip, a retry, an operator's replacement, a short batch) waits until nothing runs, as
-//! above. Units finish in the order they started (the actor holds a finished unit back until
+//! and the database is not given more at once than it can work on; its records are named
+//! meanwhile (`upcoming`), so that their owner prepares them and the batch costs only its send
+//! when the running one ends. Everything else (a skip, a retry, an operator's replacement, a
+//! short batch) waits until nothing runs, as above. Units finish in the order they started (the actor holds a finished unit back until
 //! those before it have finished), so every first outcome reaches the checkpoint in offset
 //! order, and an Unknown record still holds the position at its offset whatever ran after it. Records of two batches in flight that
 //! carry the same event id meet at the inbox's unique index: the later batch's transaction
@@ -148,7 +149,8 @@ pub struct Schedule<W, Q = W> {
     limits: Limits,
     retry: Backoff,
     /// New records as received (`Q`: the actor queues them unparsed, a fraction of a parsed
-    /// record's size; it parses a batch when it starts it).
+    /// record's size; it parses a batch when it starts it, or the next one ahead of its start,
+    /// see [`Schedule::upcoming`]).
     queue: VecDeque<Item<Q>>,
     queued_records: usize,
     requested: usize,
