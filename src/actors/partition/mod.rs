@@ -245,9 +245,11 @@ impl PartitionActor {
             break;
         }
         if self.answering && !self.preparing && self.schedule.upcoming(Instant::now()).is_some() {
-            // After what was spawned so far (the batch just started is sent first).
+            // Once the runtime has run the other tasks woken so far: the database connection's
+            // task then has written the batch just started before its successor is parsed.
             self.preparing = true;
-            ctx.spawn(fut::ready(()).map(|(), actor: &mut Self, _| {
+            let turn = fut::wrap_future::<_, Self>(tokio::task::yield_now());
+            ctx.spawn(turn.map(|(), actor, _| {
                 actor.preparing = false;
                 actor.prepare();
             }));
