@@ -200,15 +200,6 @@ impl PartitionActor {
         self.assignment.partition
     }
 
-    /// What parsing this partition's records needs.
-    fn source(&self) -> Source<'_> {
-        Source {
-            topic: &self.deps.topic,
-            partition: self.partition(),
-            max_payload_bytes: self.deps.max_payload_bytes,
-        }
-    }
-
     /// Carries out the schedule's decisions until something runs or nothing is left to do,
     /// then asks the driver for records if the window has room.
     fn drive(&mut self, ctx: &mut Context<Self>) {
@@ -231,7 +222,7 @@ impl PartitionActor {
                 }
                 // The next full batch may join it while it commits (`schedule`'s pipelining).
                 Next::Batch(records) => {
-                    let source = self.source();
+                    let source = Source::of(&self.deps, self.partition());
                     let batch = records
                         .into_iter()
                         .map(|(offset, queued)| (offset, queued.into_work(source)))
@@ -298,11 +289,7 @@ impl PartitionActor {
         let Some(records) = self.schedule.upcoming(Instant::now()) else {
             return;
         };
-        let source = Source {
-            topic: &self.deps.topic,
-            partition: self.assignment.partition,
-            max_payload_bytes: self.deps.max_payload_bytes,
-        };
+        let source = Source::of(&self.deps, self.assignment.partition);
         for queued in self.schedule.queued_mut(records) {
             queued.parse(source);
         }

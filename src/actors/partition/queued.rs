@@ -1,6 +1,7 @@
 //! A record waiting in a partition's queue: as the driver handed it over, or already parsed
 //! for the batch that runs next (see `Schedule::upcoming`).
 
+use super::PartitionDeps;
 use crate::domain::FetchedRecord;
 use crate::work::Work;
 
@@ -43,7 +44,16 @@ impl Queued {
     }
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
+    /// What parsing the records of `partition` needs.
+    pub fn of(deps: &'a PartitionDeps, partition: i32) -> Source<'a> {
+        Source {
+            topic: &deps.topic,
+            partition,
+            max_payload_bytes: deps.max_payload_bytes,
+        }
+    }
+
     fn parse(self, record: FetchedRecord) -> Work {
         Work::from_record(self.topic, self.partition, record, self.max_payload_bytes)
     }

@@ -24,11 +24,12 @@
 //! and the database is not given more at once than it can work on; its records are named
 //! meanwhile (`upcoming`), so that their owner prepares them and the batch costs only its send
 //! when the running one ends. Everything else (a skip, a retry, an operator's replacement, a
-//! short batch) waits until nothing runs, as above. Units finish in the order they started (the actor holds a finished unit back until
-//! those before it have finished), so every first outcome reaches the checkpoint in offset
-//! order, and an Unknown record still holds the position at its offset whatever ran after it. Records of two batches in flight that
-//! carry the same event id meet at the inbox's unique index: the later batch's transaction
-//! waits for the earlier one's and takes the outcome it left (one row either way).
+//! short batch) waits until nothing runs, as above. Units finish in the order they started
+//! (the actor holds a finished unit back until those before it have finished), so every first
+//! outcome reaches the checkpoint in offset order, and an Unknown record still holds the
+//! position at its offset whatever ran after it. Records of two batches in flight that carry
+//! the same event id meet at the inbox's unique index: the later batch's transaction waits for
+//! the earlier one's and takes the outcome it left (one row either way).
 //!
 //! When the database answers again after being unavailable, every record that waits only for
 //! it is due at once: after an outage the backlog drains in batches, not at its backoff pace.
