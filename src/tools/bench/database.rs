@@ -261,9 +261,9 @@ pub struct Ceiling {
 }
 
 /// Ceiling 2: each share (one partition's records, in offset order) resolved by its own task
-/// in batches of `batch_size` through [`process_batch_shaped`] in `shape`, all shares concurrently on a pool of
-/// `connections` (as the service's partition actors share its pool), into the database at
-/// `url` (migrated first if need be).
+/// in batches of `batch_size` through [`process_batch_shaped`] in `shape`, all shares
+/// concurrently on a pool of `connections` (as the service's partition actors share its
+/// pool), into the database at `url` (migrated first if need be).
 pub async fn ceiling(
     url: &str,
     shares: &[Vec<(TicketEvent, Origin)>],
