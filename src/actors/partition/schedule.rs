@@ -292,10 +292,11 @@ impl<W: Clone, Q> Schedule<W, Q> {
         }
     }
 
-    /// While batches run: the next full batch joins them if nothing else is waiting for its
-    /// turn and the bounds allow it (see the module docs); otherwise wait for them.
+    /// While batches run: the next full batch joins them once they all hold their markers, if
+    /// the bounds and the member's room allow it and nothing else waits for its turn (see the
+    /// module docs and [`Schedule::upcoming`]); otherwise wait for them.
     fn next_in_pipeline(&mut self, now: Instant) -> Next<W, Q> {
-        let only_batches_holding_markers = self.running.iter().all(|u| {
+        let all_hold_markers = self.running.iter().all(|u| {
             matches!(
                 u,
                 Running::Batch {
@@ -304,31 +305,16 @@ impl<W: Clone, Q> Schedule<W, Q> {
                 }
             )
         });
-        if !only_batches_holding_markers
+        if !all_hold_markers
             || self.running.len() >= self.limits.batches_in_flight
             || !self.pipeline_room
-            || self.draining
-            || self.paused
-            || self.backlog.values().any(|e| e.replacement.is_some())
         {
             return Next::Busy;
         }
-        // A due retry goes first, once the batches before it finished: don't start another.
-        if self.backlog.values().any(|e| e.next_retry <= now) {
-            return Next::Busy;
+        match self.upcoming(now) {
+            Some(ready) => Next::Batch(self.start_batch(ready)),
+            None => Next::Busy,
         }
-        let room = self
-            .limits
-            .max_unresolved
-            .saturating_sub(self.backlog.len() + self.running_records());
-        if room < self.limits.batch_size {
-            return Next::Busy;
-        }
-        let ready = self.ready(self.limits.batch_size);
-        if ready < self.limits.batch_size {
-            return Next::Busy;
-        }
-        Next::Batch(self.start_batch(ready))
     }
 
     /// How many records the next batch will take from the head of the queue, when it waits
@@ -359,6 +345,14 @@ impl<W: Clone, Q> Schedule<W, Q> {
             .saturating_sub(self.backlog.len() + self.running_records());
         let full = self.limits.batch_size;
         (room >= full && self.ready(full) == full).then_some(full)
+    }
+
+    /// The queued item at `index` (0: the head), if it is a record.
+    pub fn queued(&self, index: usize) -> Option<&Q> {
+        match self.queue.get(index)? {
+            Item::Record { work, .. } => Some(work),
+            Item::Skip { .. } => None,
+        }
     }
 
     /// The first `n` queued records (at most: up to the first skip), for their owner to
@@ -1036,6 +1030,10 @@ mod tests {
         s.receive_skip(Some(1), 5);
         s.receive(records(5..7));
         assert_eq!(s.queued_mut(4).count(), 2);
+        assert_eq!(s.queued(1), Some(&"work"));
+        assert_eq!(s.queued(2), None, "a skip");
+        assert_eq!(s.queued(3), Some(&"work"));
+        assert_eq!(s.queued(5), None, "past the end");
     }
 
     #[test]
