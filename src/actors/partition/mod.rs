@@ -50,7 +50,7 @@ use crate::metrics::{Metrics, PartitionMetrics};
 use crate::work::{Executed, Policy, Work, execute_batch};
 use failures::{FailureLog, Line, SUMMARY_EVERY};
 use guard::{Change, Guard};
-use queued::{Queued, Source};
+use queued::{Ahead, Queued, Source};
 use schedule::{Failure, Limits, Next, Pass, Phase, Schedule};
 
 const RECENT_OUTCOMES: usize = 50;
@@ -127,6 +127,8 @@ pub struct PartitionActor {
     answering: bool,
     /// Whether a `prepare` is spawned and has not run yet.
     preparing: bool,
+    /// The works of the queued records parsed ahead.
+    ahead: Ahead,
 }
 
 /// A unit of work started and not yet accounted for.
@@ -175,6 +177,7 @@ impl PartitionActor {
             applying: false,
             answering: false,
             preparing: false,
+            ahead: Ahead::default(),
             assignment,
             schedule: Schedule::new(deps.limits, deps.retry, paused),
             guard: Guard::new(deps.max_consecutive_rejections),
@@ -222,11 +225,8 @@ impl PartitionActor {
                 }
                 // The next full batch may join it while it commits (`schedule`'s pipelining).
                 Next::Batch(records) => {
-                    let source = Source::of(&self.deps, self.partition());
-                    let batch = records
-                        .into_iter()
-                        .map(|(offset, queued)| (offset, queued.into_work(source)))
-                        .collect();
+                    let source = Source::of(&self.deps, self.assignment.partition);
+                    let batch = self.ahead.take(records, source);
                     self.run(batch, Pass::First, ctx);
                     continue;
                 }
@@ -299,9 +299,7 @@ impl PartitionActor {
             return;
         };
         let source = Source::of(&self.deps, self.assignment.partition);
-        for queued in self.schedule.queued_mut(records) {
-            queued.parse(source);
-        }
+        self.ahead.parse(self.schedule.queued_mut(records), source);
     }
 
     fn wake_at(&mut self, at: Instant, ctx: &mut Context<Self>) {
@@ -939,6 +937,7 @@ impl Handler<Drain> for PartitionActor {
 
     fn handle(&mut self, drain: Drain, ctx: &mut Context<Self>) -> Self::Result {
         self.schedule.drain();
+        self.ahead.clear();
         if let Some((_, handle)) = self.timer.take() {
             ctx.cancel_future(handle);
         }

@@ -1,5 +1,12 @@
-//! A record waiting in a partition's queue: as the driver handed it over, or already parsed
-//! for the batch that runs next (see `Schedule::upcoming`).
+//! A record waiting in a partition's queue, and the works of the batch that runs next, parsed
+//! ahead of its start (see `Schedule::upcoming`).
+//!
+//! A parsed record is about three times the size of a received one, and a queue holds a
+//! window of records. So the queue keeps its entries as received; the few parsed ahead (one
+//! batch at most) leave only a mark there, and their works wait in [`Ahead`], in queue order,
+//! in a buffer the partition reuses: parsing ahead allocates nothing per record.
+
+use std::collections::VecDeque;
 
 use super::PartitionDeps;
 use crate::domain::FetchedRecord;
@@ -11,37 +18,6 @@ pub struct Source<'a> {
     pub topic: &'a str,
     pub partition: i32,
     pub max_payload_bytes: usize,
-}
-
-/// A queued record. Received records stay unparsed (a parsed one is about three times the
-/// size); only the batch that runs next is parsed ahead, boxed so that the queue's entries
-/// keep the size of a received record.
-pub enum Queued {
-    Received(FetchedRecord),
-    Parsed(Box<Work>),
-}
-
-impl Queued {
-    /// Parses a received record in place; a parsed one stays as it is.
-    pub fn parse(&mut self, source: Source<'_>) {
-        if let Queued::Received(record) = self {
-            let record = FetchedRecord {
-                offset: record.offset,
-                key: record.key.take(),
-                payload: record.payload.take(),
-                timestamp: record.timestamp,
-            };
-            *self = Queued::Parsed(Box::new(source.parse(record)));
-        }
-    }
-
-    /// The record's work, parsed now unless it was already.
-    pub fn into_work(self, source: Source<'_>) -> Work {
-        match self {
-            Queued::Received(record) => source.parse(record),
-            Queued::Parsed(work) => *work,
-        }
-    }
 }
 
 impl<'a> Source<'a> {
@@ -59,6 +35,60 @@ impl<'a> Source<'a> {
     }
 }
 
+/// A queued record: as the driver handed it over, or parsed ahead (its work is in [`Ahead`]).
+pub enum Queued {
+    Received(FetchedRecord),
+    Parsed,
+}
+
+/// The works of the records parsed ahead, in the order of their marks in the queue.
+///
+/// The queue gives up records only from its head (a batch starting) or all at once (a
+/// drain), so the oldest work here always belongs to the first mark: [`Ahead::take`] takes it
+/// then, and a drain [`clear`](Ahead::clear)s them all. Each work keeps its offset, checked as
+/// it is taken.
+#[derive(Default)]
+pub struct Ahead {
+    works: VecDeque<(i64, Work)>,
+}
+
+impl Ahead {
+    /// Parses the records among `queued` that are not yet, leaving their marks.
+    pub fn parse<'q>(&mut self, queued: impl Iterator<Item = &'q mut Queued>, source: Source<'_>) {
+        for entry in queued {
+            if let Queued::Received(record) = std::mem::replace(entry, Queued::Parsed) {
+                self.works.push_back((record.offset, source.parse(record)));
+            }
+        }
+    }
+
+    /// The works of a batch's records taken from the queue's head: parsed ahead or now.
+    pub fn take(&mut self, records: Vec<(i64, Queued)>, source: Source<'_>) -> Vec<(i64, Work)> {
+        records
+            .into_iter()
+            .map(|(offset, queued)| match queued {
+                Queued::Received(record) => (offset, source.parse(record)),
+                Queued::Parsed => {
+                    let (parsed, work) = self
+                        .works
+                        .pop_front()
+                        .expect("a record parsed ahead has its work");
+                    assert_eq!(
+                        parsed, offset,
+                        "works parsed ahead are taken in queue order"
+                    );
+                    (offset, work)
+                }
+            })
+            .collect()
+    }
+
+    /// Forgets every work parsed ahead: the queue dropped its records.
+    pub fn clear(&mut self) {
+        self.works.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,9 +96,9 @@ mod tests {
 
     const EVENT: &str = r#"{"event_id":"e-1","ticket_id":"t-1","from_status":"new","to_status":"open","changed_at":"2026-12-07T10:00:00Z"}"#;
 
-    fn record(payload: &str) -> FetchedRecord {
+    fn record(offset: i64, payload: &str) -> FetchedRecord {
         FetchedRecord {
-            offset: 7,
+            offset,
             key: Some(RecordKey::new(b"t-1")),
             payload: Some(payload.as_bytes().to_vec()),
             timestamp: None,
@@ -83,19 +113,50 @@ mod tests {
         }
     }
 
-    /// The same work whether parsed ahead or as its batch starts, for an event and for a
-    /// record that becomes a dead letter.
+    fn queue(payloads: &[&str]) -> Vec<(i64, Queued)> {
+        (0..)
+            .zip(payloads)
+            .map(|(offset, payload)| (offset, Queued::Received(record(offset, payload))))
+            .collect()
+    }
+
+    /// The same works whether parsed ahead, in part or not at all, for events and for records
+    /// that become dead letters, in the queue's order.
     #[test]
-    fn a_record_parsed_ahead_is_the_work_parsed_at_its_start() {
-        for payload in [EVENT, "{not json"] {
-            let now = Queued::Received(record(payload)).into_work(source());
-            let mut ahead = Queued::Received(record(payload));
-            ahead.parse(source());
-            assert!(matches!(ahead, Queued::Parsed(_)));
-            ahead.parse(source());
-            let ahead = ahead.into_work(source());
-            assert_eq!(format!("{ahead:?}"), format!("{now:?}"), "{payload}");
+    fn records_parsed_ahead_are_the_works_parsed_at_their_start() {
+        let payloads = [EVENT, "{not json", EVENT, "", EVENT];
+        let now = format!("{:?}", Ahead::default().take(queue(&payloads), source()));
+        for parsed_ahead in 0..=payloads.len() {
+            let mut ahead = Ahead::default();
+            let mut records = queue(&payloads);
+            ahead.parse(
+                records.iter_mut().take(parsed_ahead).map(|(_, q)| q),
+                source(),
+            );
+            // Parsing again leaves what is parsed as it is.
+            ahead.parse(
+                records.iter_mut().take(parsed_ahead).map(|(_, q)| q),
+                source(),
+            );
+            assert_eq!(ahead.works.len(), parsed_ahead);
+            let works = ahead.take(records, source());
+            assert_eq!(format!("{works:?}"), now, "{parsed_ahead} parsed ahead");
+            assert!(ahead.works.is_empty());
         }
+    }
+
+    /// A batch taken while the next is parsed: the works left belong to the next batch.
+    #[test]
+    fn a_batch_takes_only_its_own_works() {
+        let mut ahead = Ahead::default();
+        let mut records = queue(&[EVENT, EVENT, EVENT, EVENT]);
+        ahead.parse(records.iter_mut().map(|(_, q)| q), source());
+        let second = records.split_off(2);
+        let first = ahead.take(records, source());
+        assert_eq!(first.iter().map(|(o, _)| *o).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(ahead.works.len(), 2);
+        let second = ahead.take(second, source());
+        assert_eq!(second.iter().map(|(o, _)| *o).collect::<Vec<_>>(), [2, 3]);
     }
 
     /// A window of records waits in the queue: parsing ahead must not make each entry bigger.
