@@ -271,6 +271,9 @@ impl PartitionActor {
         // runs out of work (a skip or a resolved retry moves the watermark too). A partition
         // behind its log says nothing and is committed on the ticks.
         let idle = self.schedule.idle();
+        if idle || !self.answering {
+            self.ahead.release();
+        }
         let accounted = self.units_done > self.units_told;
         if self.schedule.keeping_up() && (accounted || (idle && !self.idle)) {
             self.units_told = self.units_done;

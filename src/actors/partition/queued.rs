@@ -4,7 +4,8 @@
 //! A parsed record is about three times the size of a received one, and a queue holds a
 //! window of records. So the queue keeps its entries as received; the few parsed ahead (one
 //! batch at most) leave only a mark there, and their works wait in [`Ahead`], in queue order,
-//! in a buffer the partition reuses: parsing ahead allocates nothing per record.
+//! in a buffer the partition reuses while it has work and the database answers: parsing
+//! ahead allocates nothing per record.
 
 use std::collections::VecDeque;
 
@@ -87,6 +88,16 @@ impl Ahead {
     pub fn clear(&mut self) {
         self.works.clear();
     }
+
+    /// Gives back the buffer's room (a batch's worth of works: about 50 KB at B = 256) once
+    /// nothing parsed ahead waits in it. For a partition with nothing to do or a database
+    /// that does not answer, neither of which parses ahead: its memory is then what it was
+    /// before any parse ahead.
+    pub fn release(&mut self) {
+        if self.works.is_empty() && self.works.capacity() > 0 {
+            self.works = VecDeque::new();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -143,6 +154,23 @@ mod tests {
             assert_eq!(format!("{works:?}"), now, "{parsed_ahead} parsed ahead");
             assert!(ahead.works.is_empty());
         }
+    }
+
+    /// The buffer's room is given back only once it holds no work.
+    #[test]
+    fn the_room_is_released_only_when_empty() {
+        let mut ahead = Ahead::default();
+        let mut records = queue(&[EVENT, EVENT]);
+        ahead.parse(records.iter_mut().map(|(_, q)| q), source());
+        ahead.release();
+        assert_eq!(ahead.works.len(), 2, "works waiting are kept");
+        ahead.take(records, source());
+        assert!(
+            ahead.works.capacity() > 0,
+            "kept for the next batch until released"
+        );
+        ahead.release();
+        assert_eq!(ahead.works.capacity(), 0);
     }
 
     /// A batch taken while the next is parsed: the works left belong to the next batch.
