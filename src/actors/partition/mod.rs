@@ -235,15 +235,12 @@ impl PartitionActor {
             }
             break;
         }
-        // Parsed from the head on, so the batch is prepared once its last record is.
-        let unprepared =
-            |records: usize| matches!(self.schedule.queued(records - 1), Some(Queued::Received(_)));
         if self.answering
             && !self.preparing
             && self
                 .schedule
                 .upcoming(Instant::now())
-                .is_some_and(unprepared)
+                .is_some_and(|records| !self.ahead.holds(records))
         {
             // Once the runtime has run the other tasks woken so far: the database connection's
             // task then has written the batch just started before its successor is parsed.

@@ -84,6 +84,12 @@ impl Ahead {
             .collect()
     }
 
+    /// Whether the first `records` queued records are parsed: the marks are the queue's head,
+    /// one per work held.
+    pub fn holds(&self, records: usize) -> bool {
+        self.works.len() >= records
+    }
+
     /// Forgets every work parsed ahead: the queue dropped its records.
     pub fn clear(&mut self) {
         self.works.clear();
@@ -179,10 +185,12 @@ mod tests {
         let mut ahead = Ahead::default();
         let mut records = queue(&[EVENT, EVENT, EVENT, EVENT]);
         ahead.parse(records.iter_mut().map(|(_, q)| q), source());
+        assert!(ahead.holds(4) && !ahead.holds(5));
         let second = records.split_off(2);
         let first = ahead.take(records, source());
         assert_eq!(first.iter().map(|(o, _)| *o).collect::<Vec<_>>(), [0, 1]);
         assert_eq!(ahead.works.len(), 2);
+        assert!(ahead.holds(2) && !ahead.holds(3), "the next batch's two");
         let second = ahead.take(second, source());
         assert_eq!(second.iter().map(|(o, _)| *o).collect::<Vec<_>>(), [2, 3]);
     }

@@ -347,14 +347,6 @@ impl<W: Clone, Q> Schedule<W, Q> {
         (room >= full && self.ready(full) == full).then_some(full)
     }
 
-    /// The queued item at `index` (0: the head), if it is a record.
-    pub fn queued(&self, index: usize) -> Option<&Q> {
-        match self.queue.get(index)? {
-            Item::Record { work, .. } => Some(work),
-            Item::Skip { .. } => None,
-        }
-    }
-
     /// The first `n` queued records (at most: up to the first skip), for their owner to
     /// prepare in place; what the schedule does with them is unchanged.
     pub fn queued_mut(&mut self, n: usize) -> impl Iterator<Item = &mut Q> + '_ {
@@ -1030,10 +1022,6 @@ mod tests {
         s.receive_skip(Some(1), 5);
         s.receive(records(5..7));
         assert_eq!(s.queued_mut(4).count(), 2);
-        assert_eq!(s.queued(1), Some(&"work"));
-        assert_eq!(s.queued(2), None, "a skip");
-        assert_eq!(s.queued(3), Some(&"work"));
-        assert_eq!(s.queued(5), None, "past the end");
     }
 
     #[test]
