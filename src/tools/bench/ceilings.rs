@@ -106,10 +106,12 @@ impl DatabaseWork {
         Ok(result)
     }
 
-    /// Fails unless the database at `url` holds exactly these events' rows.
+    /// Fails unless the database at `url` holds exactly these events' rows; then settles the
+    /// run's tables (see [`database::settle`]).
     pub async fn check(&self, url: &str, phase: &str) -> Result<(), BenchError> {
         let pool = crate::db::pool(url, 1)?;
-        expect_run_rows(&pool, &self.rows, self.unique, phase).await
+        expect_run_rows(&pool, &self.rows, self.unique, phase).await?;
+        database::settle(&pool).await
     }
 
     /// [`DatabaseWork::run`] without counting the rows afterwards (so that PostgreSQL's

@@ -252,6 +252,21 @@ pub async fn expect_run_rows(
     }
 }
 
+/// The tables a run writes: the service's (its inbox, history and dead letters) and its
+/// member's status rows.
+const RUN_TABLES: &str = "inbox, history_events, dead_letters, group_members";
+
+/// Vacuums and analyzes the tables a run wrote, once its measure and its checks are over.
+/// Autovacuum would otherwise get to them later (a fresh table crosses its thresholds at
+/// once), during another run's measure: that takes a core from one side of a comparison only.
+pub async fn settle(pool: &Pool) -> Result<(), BenchError> {
+    let client = pool.get().await.map_err(BenchError::Pool)?;
+    client
+        .batch_execute(&format!("VACUUM (ANALYZE) {RUN_TABLES}"))
+        .await
+        .map_err(BenchError::Query)
+}
+
 /// What the database alone did.
 #[derive(Debug, Clone, Copy)]
 pub struct Ceiling {

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use super::database::{RunRows, expect_run_rows};
+use super::database::{RunRows, expect_run_rows, settle};
 use std::cell::RefCell;
 
 use super::measure::{self, Latency, Sent};
@@ -88,10 +88,12 @@ pub async fn consume(
     Ok(run)
 }
 
-/// Fails unless the database at `url` holds exactly the unique events of `published`.
+/// Fails unless the database at `url` holds exactly the unique events of `published`; then
+/// settles the run's tables (see [`settle`]).
 pub async fn check(published: &Published, url: &str, phase: &str) -> Result<(), BenchError> {
     let pool = crate::db::pool(url, 1)?;
-    expect_run_rows(&pool, &published.rows, published.unique, phase).await
+    expect_run_rows(&pool, &published.rows, published.unique, phase).await?;
+    settle(&pool).await
 }
 
 /// [`consume`] without counting the rows afterwards (so that PostgreSQL's counters can be
