@@ -67,7 +67,7 @@ impl Work {
         };
         // A record without a payload (a tombstone) is parsed as no bytes, which make no event.
         let present = record.payload.is_some();
-        let payload = Bytes::from(record.payload.unwrap_or_default());
+        let payload = record.payload.unwrap_or_default();
         match TicketEvent::parse_payload(payload, max_payload_bytes) {
             Parsed::InPlace(event) => Work::Event {
                 event,
@@ -506,7 +506,7 @@ mod tests {
         FetchedRecord {
             offset: 7,
             key: Some(RecordKey::new(b"t-1")),
-            payload: payload.map(|text| text.as_bytes().to_vec()),
+            payload: payload.map(|text| Bytes::copy_from_slice(text.as_bytes())),
             timestamp: None,
         }
     }

@@ -1,5 +1,6 @@
 //! A Kafka record as the service works with it: copied out of the client library, no I/O.
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 /// A record of the partition, copied out of librdkafka by the driver thread.
@@ -7,7 +8,8 @@ use chrono::{DateTime, Utc};
 pub struct FetchedRecord {
     pub offset: i64,
     pub key: Option<RecordKey>,
-    pub payload: Option<Vec<u8>>,
+    /// Shared with the other records the driver copied out in the same round.
+    pub payload: Option<Bytes>,
     /// The record's Kafka timestamp.
     pub timestamp: Option<DateTime<Utc>>,
 }

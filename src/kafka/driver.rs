@@ -34,7 +34,6 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::commits::{CommitLedger, CommitQueue};
 use super::context::{KafkaContext, Rebalance, acknowledge, member_id, pending_events};
-use super::queue::Polled;
 use crate::actors::messages::driver::{
     CommitCompleted, DrainForRewind, DriverStopped, FetchTrouble, Fetched, GroupJoined, KafkaLink,
     KafkaRequest, OffsetResetFound, OffsetResetResumed, PartitionsAssigned, PartitionsRestarted,
@@ -643,19 +642,11 @@ impl Driver {
                 continue;
             }
             reader.unchecked = true;
-            // Sized for what the queue holds, not grown record by record.
-            let mut records = Vec::with_capacity(reader.demand.min(reader.queue.events_held()));
-            while records.len() < reader.demand {
-                match reader.queue.poll() {
-                    Some(Polled::Record(record)) => records.push(record),
-                    // Records before the error go to the actor first; the error is dealt with
-                    // once they are on their way, and nothing after it is read in this round.
-                    Some(Polled::Error(error)) => {
-                        errors.push((reader.assignment, error));
-                        break;
-                    }
-                    None => break,
-                }
+            let mut records = Vec::new();
+            // Records before an error go to the actor first; the error is dealt with once they
+            // are on their way, and nothing after it is read in this round.
+            if let Some(error) = reader.queue.poll_round(reader.demand, &mut records) {
+                errors.push((reader.assignment, error));
             }
             if reader.failing && !records.is_empty() {
                 reader.failing = false;

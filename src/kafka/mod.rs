@@ -30,7 +30,7 @@ pub(crate) fn fetched(
     crate::domain::FetchedRecord {
         offset: message.offset(),
         key: message.key().map(crate::domain::RecordKey::new),
-        payload: message.payload().map(<[u8]>::to_vec),
+        payload: message.payload().map(bytes::Bytes::copy_from_slice),
         timestamp: message
             .timestamp()
             .to_millis()

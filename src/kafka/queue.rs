@@ -11,18 +11,12 @@ use std::ffi::CStr;
 use std::ptr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use rdkafka::bindings as rdsys;
 use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use rdkafka::error::RDKafkaErrorCode;
 
 use crate::domain::{FetchedRecord, RecordKey};
-
-/// What polling a partition queue gave.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Polled {
-    Record(FetchedRecord),
-    Error(QueueError),
-}
 
 /// An error librdkafka put on a partition's queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,72 +93,189 @@ impl<C: ConsumerContext> PartitionQueue<C> {
         unsafe { rdsys::rd_kafka_queue_length(self.queue) }
     }
 
-    /// The next record or error, without waiting; `None` when the queue is empty.
-    pub fn poll(&self) -> Option<Polled> {
-        loop {
-            // SAFETY: the queue is alive; every event is destroyed below.
+    /// Up to `max` records, without waiting, appended to `records`; the error that ended the
+    /// round, if one did (the records before it are in `records`, nothing after it is read).
+    ///
+    /// The round's payloads are copied into one buffer that its records share: one
+    /// allocation a round instead of one a record. The records are dropped on another thread
+    /// than the one that copied them, where a free of memory this thread allocated is the
+    /// allocator's costly kind; a round's buffer is freed once, when its last record goes.
+    pub fn poll_round(&self, max: usize, records: &mut Vec<FetchedRecord>) -> Option<QueueError> {
+        let mut round = Round::with_capacity(max.min(self.events_held()));
+        let mut error = None;
+        while round.len() < max {
+            // SAFETY: the queue is alive; `round` destroys every event it holds, and every
+            // other event is destroyed here.
             let event = unsafe { rdsys::rd_kafka_queue_poll(self.queue, 0) };
             if event.is_null() {
-                return None;
+                break;
             }
-            // SAFETY: `event` is a live event until destroyed.
-            let polled = unsafe {
-                let polled = match rdsys::rd_kafka_event_type(event) {
+            let ended = unsafe {
+                match rdsys::rd_kafka_event_type(event) {
                     rdsys::RD_KAFKA_EVENT_FETCH => {
                         let message = rdsys::rd_kafka_event_message_next(event);
-                        (!message.is_null()).then(|| read_message(message))
+                        if message.is_null() {
+                            rdsys::rd_kafka_event_destroy(event);
+                            None
+                        } else if (*message).err
+                            == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+                        {
+                            round.hold(event, message);
+                            None
+                        } else {
+                            let failed = read_failed(message);
+                            rdsys::rd_kafka_event_destroy(event);
+                            Some(failed)
+                        }
                     }
-                    rdsys::RD_KAFKA_EVENT_ERROR => read_error(event),
-                    _ => None,
-                };
-                rdsys::rd_kafka_event_destroy(event);
-                polled
+                    rdsys::RD_KAFKA_EVENT_ERROR => {
+                        let failed = read_error(event);
+                        rdsys::rd_kafka_event_destroy(event);
+                        failed
+                    }
+                    _ => {
+                        rdsys::rd_kafka_event_destroy(event);
+                        None
+                    }
+                }
             };
-            if polled.is_some() {
-                return polled;
+            if ended.is_some() {
+                error = ended;
+                break;
             }
+        }
+        round.copy_into(records);
+        error
+    }
+}
+
+/// The fetch events a round polled, held until their messages are copied out together.
+struct Round {
+    held: Vec<(
+        *mut rdsys::rd_kafka_event_t,
+        *const rdsys::rd_kafka_message_t,
+    )>,
+}
+
+impl Round {
+    fn with_capacity(capacity: usize) -> Round {
+        Round {
+            held: Vec::with_capacity(capacity),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Keeps a live fetch event and its message (without an error) until [`Round::copy_into`].
+    fn hold(
+        &mut self,
+        event: *mut rdsys::rd_kafka_event_t,
+        message: *const rdsys::rd_kafka_message_t,
+    ) {
+        self.held.push((event, message));
+    }
+
+    /// Copies the held messages out, in order, their payloads into one buffer they share, and
+    /// destroys their events.
+    fn copy_into(mut self, records: &mut Vec<FetchedRecord>) {
+        // SAFETY (every dereference below): a held message is alive until its event is
+        // destroyed, which happens last.
+        let total = self
+            .held
+            .iter()
+            .map(|&(_, m)| unsafe { payload_of(m) }.map_or(0, <[u8]>::len))
+            .sum();
+        let mut buffer = Vec::with_capacity(total);
+        for &(_, m) in &self.held {
+            buffer.extend_from_slice(unsafe { payload_of(m) }.unwrap_or_default());
+        }
+        let buffer = Bytes::from(buffer);
+        records.reserve(self.held.len());
+        let mut at = 0;
+        for &(_, m) in &self.held {
+            let payload = unsafe { payload_of(m) }.map(|p| {
+                at += p.len();
+                buffer.slice(at - p.len()..at)
+            });
+            records.push(unsafe { read_record(m, payload) });
+        }
+        self.destroy();
+    }
+
+    fn destroy(&mut self) {
+        for (event, _) in self.held.drain(..) {
+            // SAFETY: each held event is alive and destroyed once.
+            unsafe { rdsys::rd_kafka_event_destroy(event) };
         }
     }
 }
 
-/// Copies a fetched message (or the error it carries) out of librdkafka.
+impl Drop for Round {
+    /// Destroys the events of a round that did not get copied out (a panic).
+    fn drop(&mut self) {
+        self.destroy();
+    }
+}
+
+/// A live message's payload, `None` when it has none (a tombstone).
+///
+/// # Safety
+/// `message` must be a live message; the slice lives as long as it.
+unsafe fn payload_of<'a>(message: *const rdsys::rd_kafka_message_t) -> Option<&'a [u8]> {
+    let m = unsafe { &*message };
+    // SAFETY: librdkafka's pointer and length, alive with the message.
+    (!m.payload.is_null())
+        .then(|| unsafe { std::slice::from_raw_parts(m.payload as *const u8, m.len) })
+}
+
+/// The error a fetched message carries.
 ///
 /// # Safety
 /// `message` must be a live message.
-unsafe fn read_message(message: *const rdsys::rd_kafka_message_t) -> Polled {
+unsafe fn read_failed(message: *const rdsys::rd_kafka_message_t) -> QueueError {
     let m = unsafe { &*message };
-    let bytes = |data: *mut std::ffi::c_void, len: usize| {
-        // SAFETY: librdkafka's pointer and length, alive with the message.
-        (!data.is_null()).then(|| unsafe { std::slice::from_raw_parts(data as *const u8, len) })
-    };
-    if m.err != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-        let text = bytes(m.payload, m.len)
-            .map(|text| String::from_utf8_lossy(text).into_owned())
-            .unwrap_or_else(|| error_text(m.err));
-        return Polled::Error(QueueError {
-            code: m.err.into(),
-            offset: (m.offset >= 0).then_some(m.offset),
-            text,
-        });
+    let text = unsafe { payload_of(message) }
+        .map(|text| String::from_utf8_lossy(text).into_owned())
+        .unwrap_or_else(|| error_text(m.err));
+    QueueError {
+        code: m.err.into(),
+        offset: (m.offset >= 0).then_some(m.offset),
+        text,
     }
+}
+
+/// A fetched message (without an error) as a record, with `payload` as its payload.
+///
+/// # Safety
+/// `message` must be a live message.
+unsafe fn read_record(
+    message: *const rdsys::rd_kafka_message_t,
+    payload: Option<Bytes>,
+) -> FetchedRecord {
+    let m = unsafe { &*message };
     let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
     let millis = unsafe { rdsys::rd_kafka_message_timestamp(message, &mut kind) };
     let timestamp = (kind != rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE)
         .then(|| chrono::DateTime::from_timestamp_millis(millis))
         .flatten();
-    Polled::Record(FetchedRecord {
+    // SAFETY: librdkafka's pointer and length, alive with the message.
+    let key = (!m.key.is_null())
+        .then(|| unsafe { std::slice::from_raw_parts(m.key as *const u8, m.key_len) });
+    FetchedRecord {
         offset: m.offset,
-        key: bytes(m.key, m.key_len).map(RecordKey::new),
-        payload: bytes(m.payload, m.len).map(<[u8]>::to_vec),
+        key: key.map(RecordKey::new),
+        payload,
         timestamp,
-    })
+    }
 }
 
 /// An error event's code, offset and text; `None` for an event that carries no error.
 ///
 /// # Safety
 /// `event` must be a live error event.
-unsafe fn read_error(event: *mut rdsys::rd_kafka_event_t) -> Option<Polled> {
+unsafe fn read_error(event: *mut rdsys::rd_kafka_event_t) -> Option<QueueError> {
     let err = unsafe { rdsys::rd_kafka_event_error(event) };
     if err == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
         return None;
@@ -185,11 +296,11 @@ unsafe fn read_error(event: *mut rdsys::rd_kafka_event_t) -> Option<Polled> {
         unsafe { rdsys::rd_kafka_topic_partition_destroy(tp) };
         (offset >= 0).then_some(offset)
     };
-    Some(Polled::Error(QueueError {
+    Some(QueueError {
         code: err.into(),
         offset,
         text,
-    }))
+    })
 }
 
 fn error_text(err: rdsys::rd_kafka_resp_err_t) -> String {

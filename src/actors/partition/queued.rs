@@ -117,7 +117,7 @@ mod tests {
         FetchedRecord {
             offset,
             key: Some(RecordKey::new(b"t-1")),
-            payload: Some(payload.as_bytes().to_vec()),
+            payload: Some(bytes::Bytes::copy_from_slice(payload.as_bytes())),
             timestamp: None,
         }
     }
