@@ -46,7 +46,7 @@ use tokio_postgres::Statement;
 
 use super::session::Session;
 
-use super::columns::Column;
+use super::columns::{Column, PARAMETERS_OVERHEAD};
 use super::contract::Origin;
 use super::dead_letters;
 use super::id_order;
@@ -397,9 +397,10 @@ async fn insert_markers(
     if events.is_empty() {
         return Ok(inserted);
     }
-    let ids = Column::new(events, |(e, _)| e.event_id());
     let partitions = Column::new(events, |(_, o)| o.partition);
     let offsets = Column::new(events, |(_, o)| o.offset);
+    let rest = partitions.encoded_len() + offsets.encoded_len();
+    let ids = Column::new(events, |(e, _)| e.event_id()).reserving(rest + PARAMETERS_OVERHEAD);
     let failed = PgInboxError::at(Step::InsertMarker);
     let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
     let planned = PlannedIds::new(events);
@@ -514,11 +515,13 @@ async fn save_history_prepared(
     statement: &Statement,
     events: &[&TicketEvent],
 ) -> Result<(), PgInboxError> {
-    let ids = Column::new(events, |e| e.event_id());
     let tickets = Column::new(events, |e| e.ticket_id());
     let from = Column::new(events, |e| e.from_status());
     let to = Column::new(events, |e| e.to_status());
     let changed_at = Column::new(events, |e| e.changed_at);
+    let rest =
+        tickets.encoded_len() + from.encoded_len() + to.encoded_len() + changed_at.encoded_len();
+    let ids = Column::new(events, |e| e.event_id()).reserving(rest + PARAMETERS_OVERHEAD);
     client
         .execute(statement, &[&ids, &tickets, &from, &to, &changed_at])
         .await
@@ -637,13 +640,19 @@ async fn store_events(
     events: &[(&TicketEvent, Origin)],
     split: usize,
 ) -> Result<Vec<bool>, PgInboxError> {
-    let ids = Column::new(events, |(e, _)| e.event_id());
     let partitions = Column::new(events, |(_, o)| o.partition);
     let offsets = Column::new(events, |(_, o)| o.offset);
     let tickets = Column::new(events, |(e, _)| e.ticket_id());
     let from = Column::new(events, |(e, _)| e.from_status());
     let to = Column::new(events, |(e, _)| e.to_status());
     let changed_at = Column::new(events, |(e, _)| e.changed_at);
+    let rest = partitions.encoded_len()
+        + offsets.encoded_len()
+        + tickets.encoded_len()
+        + from.encoded_len()
+        + to.encoded_len()
+        + changed_at.encoded_len();
+    let ids = Column::new(events, |(e, _)| e.event_id()).reserving(rest + PARAMETERS_OVERHEAD);
     let planned = PlannedIds::new(events);
     let row = client
         .query_one(
