@@ -46,7 +46,7 @@ use tokio_postgres::Statement;
 
 use super::session::Session;
 
-use super::columns::{Column, PARAMETERS_OVERHEAD};
+use super::columns::Column;
 use super::contract::Origin;
 use super::dead_letters;
 use super::id_order;
@@ -400,7 +400,7 @@ async fn insert_markers(
     let partitions = Column::new(events, |(_, o)| o.partition);
     let offsets = Column::new(events, |(_, o)| o.offset);
     let rest = partitions.encoded_len() + offsets.encoded_len();
-    let ids = Column::new(events, |(e, _)| e.event_id()).reserving(rest + PARAMETERS_OVERHEAD);
+    let ids = Column::new(events, |(e, _)| e.event_id()).reserving(rest);
     let failed = PgInboxError::at(Step::InsertMarker);
     let statement = client.prepare_cached(TRY_INBOX).await.map_err(failed)?;
     let planned = PlannedIds::new(events);
@@ -521,7 +521,7 @@ async fn save_history_prepared(
     let changed_at = Column::new(events, |e| e.changed_at);
     let rest =
         tickets.encoded_len() + from.encoded_len() + to.encoded_len() + changed_at.encoded_len();
-    let ids = Column::new(events, |e| e.event_id()).reserving(rest + PARAMETERS_OVERHEAD);
+    let ids = Column::new(events, |e| e.event_id()).reserving(rest);
     client
         .execute(statement, &[&ids, &tickets, &from, &to, &changed_at])
         .await
@@ -652,7 +652,7 @@ async fn store_events(
         + from.encoded_len()
         + to.encoded_len()
         + changed_at.encoded_len();
-    let ids = Column::new(events, |(e, _)| e.event_id()).reserving(rest + PARAMETERS_OVERHEAD);
+    let ids = Column::new(events, |(e, _)| e.event_id()).reserving(rest);
     let planned = PlannedIds::new(events);
     let row = client
         .query_one(

@@ -101,13 +101,13 @@ impl Element for DateTime<Utc> {
 pub struct Column<'a, R, F> {
     rows: &'a [R],
     value: F,
-    /// Bytes the parameters after this one take in the same message (see [`Column::reserving`]).
+    /// Bytes to reserve beyond this array: the rest of its message (see [`Column::reserving`]).
     more: usize,
 }
 
-/// What a message's parameters add beyond their values: a length before each and the Bind
-/// message's format codes, with room to spare.
-pub const PARAMETERS_OVERHEAD: usize = 128;
+/// What a message adds beyond its parameters' values: a length before each, the Bind
+/// message's format codes, Execute and Sync, with room to spare.
+const MESSAGE_OVERHEAD: usize = 128;
 
 impl<'a, R, V, F> Column<'a, R, F>
 where
@@ -132,12 +132,16 @@ where
             .sum::<usize>()
     }
 
-    /// Also reserves `more` bytes for what follows this parameter in its message. Given to
+    /// Also reserves room for `more` bytes of the parameters after this one in its message
+    /// (and for the message's own bytes around them). Given to
     /// a message's first parameter with the size of the rest, the message's buffer grows once
     /// instead of once per parameter, each time copying what was written before (the buffer
     /// starts small: tokio-postgres hands the last message's allocation to the socket).
     pub fn reserving(self, more: usize) -> Self {
-        Column { more, ..self }
+        Column {
+            more: more + MESSAGE_OVERHEAD,
+            ..self
+        }
     }
 
     /// The array's header: one dimension of `rows.len()` elements from 1, no NULLs.
@@ -168,11 +172,9 @@ where
     /// The header, then each element's length and bytes, into the message's buffer grown
     /// once to the array's size.
     fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxedError> {
-        let values = || self.rows.iter().map(&self.value);
-        let bytes: usize = values().map(|v| 4 + v.encoded_len()).sum();
-        out.reserve(20 + bytes + self.more);
+        out.reserve(self.encoded_len() + self.more);
         self.write_header(out)?;
-        for value in values() {
+        for value in self.rows.iter().map(&self.value) {
             let len = i32::try_from(value.encoded_len()).map_err(|_| "value too long")?;
             out.put_i32(len);
             value.write(out)?;

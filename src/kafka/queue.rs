@@ -104,48 +104,58 @@ impl<C: ConsumerContext> PartitionQueue<C> {
         let mut round = Round::with_capacity(max.min(self.events_held()));
         let mut error = None;
         while round.len() < max {
-            // SAFETY: the queue is alive; `round` destroys every event it holds, and every
-            // other event is destroyed here.
+            // SAFETY: the queue is alive; a held event is destroyed by `round`, every other
+            // one right here, after it was read.
             let event = unsafe { rdsys::rd_kafka_queue_poll(self.queue, 0) };
             if event.is_null() {
                 break;
             }
-            let ended = unsafe {
-                match rdsys::rd_kafka_event_type(event) {
-                    rdsys::RD_KAFKA_EVENT_FETCH => {
-                        let message = rdsys::rd_kafka_event_message_next(event);
-                        if message.is_null() {
-                            rdsys::rd_kafka_event_destroy(event);
-                            None
-                        } else if (*message).err
-                            == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
-                        {
-                            round.hold(event, message);
-                            None
-                        } else {
-                            let failed = read_failed(message);
-                            rdsys::rd_kafka_event_destroy(event);
-                            Some(failed)
-                        }
-                    }
-                    rdsys::RD_KAFKA_EVENT_ERROR => {
-                        let failed = read_error(event);
-                        rdsys::rd_kafka_event_destroy(event);
-                        failed
-                    }
-                    _ => {
-                        rdsys::rd_kafka_event_destroy(event);
-                        None
+            match unsafe { read_event(event) } {
+                Event::Record(message) => round.hold(event, message),
+                other => {
+                    unsafe { rdsys::rd_kafka_event_destroy(event) };
+                    if let Event::Failed(failed) = other {
+                        error = Some(failed);
+                        break;
                     }
                 }
-            };
-            if ended.is_some() {
-                error = ended;
-                break;
             }
         }
         round.copy_into(records);
         error
+    }
+}
+
+/// What a polled event is to a round.
+enum Event {
+    /// A fetched message without an error, alive with its event.
+    Record(*const rdsys::rd_kafka_message_t),
+    /// An error that ends the round.
+    Failed(QueueError),
+    /// Nothing for us (a control event, an error event without an error).
+    Other,
+}
+
+/// # Safety
+/// `event` must be a live event.
+unsafe fn read_event(event: *mut rdsys::rd_kafka_event_t) -> Event {
+    match unsafe { rdsys::rd_kafka_event_type(event) } {
+        rdsys::RD_KAFKA_EVENT_FETCH => {
+            let message = unsafe { rdsys::rd_kafka_event_message_next(event) };
+            if message.is_null() {
+                Event::Other
+            } else if unsafe { (*message).err }
+                == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+            {
+                Event::Record(message)
+            } else {
+                Event::Failed(unsafe { read_failed(message) })
+            }
+        }
+        rdsys::RD_KAFKA_EVENT_ERROR => {
+            unsafe { read_error(event) }.map_or(Event::Other, Event::Failed)
+        }
+        _ => Event::Other,
     }
 }
 
@@ -177,9 +187,9 @@ impl Round {
         self.held.push((event, message));
     }
 
-    /// Copies the held messages out, in order, their payloads into one buffer they share, and
-    /// destroys their events.
-    fn copy_into(mut self, records: &mut Vec<FetchedRecord>) {
+    /// Copies the held messages out, in order, their payloads into one buffer they share; their
+    /// events go with the round.
+    fn copy_into(self, records: &mut Vec<FetchedRecord>) {
         // SAFETY (every dereference below): a held message is alive until its event is
         // destroyed, which happens last.
         let total = self
@@ -201,21 +211,16 @@ impl Round {
             });
             records.push(unsafe { read_record(m, payload) });
         }
-        self.destroy();
-    }
-
-    fn destroy(&mut self) {
-        for (event, _) in self.held.drain(..) {
-            // SAFETY: each held event is alive and destroyed once.
-            unsafe { rdsys::rd_kafka_event_destroy(event) };
-        }
     }
 }
 
 impl Drop for Round {
-    /// Destroys the events of a round that did not get copied out (a panic).
+    /// Destroys the held events: once their messages are copied out, or if copying panicked.
     fn drop(&mut self) {
-        self.destroy();
+        for &(event, _) in &self.held {
+            // SAFETY: each held event is alive and destroyed once, here.
+            unsafe { rdsys::rd_kafka_event_destroy(event) };
+        }
     }
 }
 
