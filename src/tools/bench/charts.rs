@@ -154,7 +154,7 @@ fn ids_chart(report: &Report) -> Option<Chart> {
             .collect::<Vec<_>>()
     };
     let run = |c: &CaseResult| Some(c.run.rate);
-    let ceiling = |c: &CaseResult| c.ceiling.as_ref().map(|c| c.rate);
+    let ceiling = |c: &CaseResult| c.ceiling_rate();
     Some(Chart {
         title: "Events/s as the inbox grows, ordered and random ids".into(),
         x_label: "rows already in the inbox and history tables".into(),
@@ -204,10 +204,7 @@ fn throughput_chart(
             },
             Series {
                 name: "ceiling 2 (database alone)".into(),
-                values: cases
-                    .iter()
-                    .map(|c| c.ceiling.as_ref().map(|c| c.rate))
-                    .collect(),
+                values: cases.iter().map(|c| c.ceiling_rate()).collect(),
             },
         ],
         references: target.into_iter().collect(),

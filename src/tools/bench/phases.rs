@@ -12,7 +12,7 @@ use super::end_to_end::{self, Published};
 use super::pg_stats::Counters;
 use super::report::{
     Backlog, Case, CaseResult, CeilingResult, DatabaseState, IdKind, LatencyResult, Throughput,
-    TlsCost, rows,
+    TlsCost, bracket, rows,
 };
 use super::{BenchError, Plan, backlog, latency, prefill, tls_cost};
 use crate::config::RuntimeSettings;
@@ -49,7 +49,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
     let mut cases = Vec::new();
     let mut replay_markers_first = None;
 
-    let ran = run_case(plan, databases, anchor, true).await?;
+    let ran = run_case(plan, databases, anchor, Ceilings::Around).await?;
     println!("ceiling 1: reading the default case's records back with no database");
     let kafka_only = ceilings::kafka(&ran.published.topic, &ran.published.sent).await;
     ran.published.topic.close().await;
@@ -63,16 +63,20 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
         ..anchor
     };
     let pipelining = plan.runs(BenchPhase::Pipelining);
-    let mut unpipelined = Vec::new();
-    let mut anchor_runs = vec![ran.result];
+    // In the order they ran, so that each is compared with the ceilings right before and
+    // right after it (`bracket`).
+    let mut series = vec![ran.result];
     for run in 0..plan.anchor_repeats {
         if run > 0 {
-            anchor_runs.push(run_and_close(plan, databases, anchor, true).await?);
+            series.push(run_and_close(plan, databases, anchor, Ceilings::After).await?);
         }
         if pipelining {
-            unpipelined.push(run_and_close(plan, databases, one_in_flight, true).await?);
+            series.push(run_and_close(plan, databases, one_in_flight, Ceilings::After).await?);
         }
     }
+    bracket(&mut series);
+    let (anchor_runs, unpipelined): (Vec<_>, Vec<_>) =
+        series.into_iter().partition(|r| r.case == anchor);
     let (median, anchor_others) = median_run(anchor_runs);
     cases.push(median);
     cases.extend(unpipelined);
@@ -91,7 +95,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
             batch_size,
             ..anchor
         };
-        cases.push(run_and_close(plan, databases, case, false).await?);
+        cases.push(run_and_close(plan, databases, case, Ceilings::No).await?);
     }
 
     let inbox_rows = plan
@@ -119,7 +123,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
             ids,
             ..anchor
         };
-        cases.push(run_and_close(plan, databases, case, true).await?);
+        cases.push(run_and_close(plan, databases, case, Ceilings::After).await?);
     }
 
     let partition_counts = plan
@@ -131,7 +135,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
             partitions,
             ..anchor
         };
-        cases.push(run_and_close(plan, databases, case, true).await?);
+        cases.push(run_and_close(plan, databases, case, Ceilings::After).await?);
     }
 
     let mut shares: Vec<f64> = plan.duplicate_shares.clone();
@@ -148,9 +152,9 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
         if i == 0 {
             // The lowest share's topic is read again by a second group: the all-replay.
             let ran = if duplicates == anchor.duplicates {
-                run_case(plan, databases, case, true).await?
+                run_case(plan, databases, case, Ceilings::After).await?
             } else {
-                let ran = run_case(plan, databases, case, true).await?;
+                let ran = run_case(plan, databases, case, Ceilings::After).await?;
                 cases.push(ran.result.clone());
                 ran
             };
@@ -158,7 +162,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
             cases.push(replayed);
             replay_markers_first = markers_first;
         } else if duplicates != anchor.duplicates {
-            cases.push(run_and_close(plan, databases, case, true).await?);
+            cases.push(run_and_close(plan, databases, case, Ceilings::After).await?);
         }
     }
 
@@ -169,7 +173,7 @@ pub async fn measure_all(plan: &Plan, databases: &mut Databases) -> Result<Measu
         None => None,
     };
 
-    let again = run_case(plan, databases, anchor, false).await?;
+    let again = run_case(plan, databases, anchor, Ceilings::No).await?;
     again.published.topic.close().await;
     Ok(Measured {
         cases,
@@ -206,9 +210,9 @@ async fn run_and_close(
     plan: &Plan,
     databases: &Databases,
     case: Case,
-    ceiling: bool,
+    ceilings: Ceilings,
 ) -> Result<CaseResult, BenchError> {
-    let ran = run_case(plan, databases, case, ceiling).await?;
+    let ran = run_case(plan, databases, case, ceilings).await?;
     ran.published.topic.close().await;
     if case.inbox_rows > 0 {
         // A prefilled database takes gigabytes, and its autovacuum would write WAL into the
@@ -218,15 +222,26 @@ async fn run_and_close(
     Ok(ran.result)
 }
 
-/// Runs `case` end to end (into a database with its inbox rows), then, if `ceiling`, its
-/// ceiling 2: into a fresh database for an empty inbox, into the same one for a filled inbox.
-/// For the inbox-size cases (either id kind) on the throwaway cluster, PostgreSQL's own
-/// counters are read around each run.
+/// The ceiling 2 runs a case gets beside its end-to-end run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ceilings {
+    No,
+    /// One right after it.
+    After,
+    /// One right before it too, into a fresh database of its own (the first of the default
+    /// case's runs: the others get the one after the run before them, see `bracket`).
+    Around,
+}
+
+/// Runs `case` end to end (into a database with its inbox rows), then, unless `ceilings` is
+/// `No`, its ceiling 2: into a fresh database for an empty inbox, into the same one for a
+/// filled inbox. For the inbox-size cases (either id kind) on the throwaway cluster,
+/// PostgreSQL's own counters are read around each run.
 async fn run_case(
     plan: &Plan,
     databases: &Databases,
     case: Case,
-    ceiling: bool,
+    ceilings: Ceilings,
 ) -> Result<Ran, BenchError> {
     let anchor = plan.anchor();
     let phase = case.label(&anchor);
@@ -263,12 +278,39 @@ async fn run_case(
     )
     .await?;
     let measured = async {
+        let ceiling_before = if ceilings == Ceilings::Around {
+            assert_eq!(case.inbox_rows, 0, "a ceiling before needs an empty inbox");
+            let work = DatabaseWork::new(
+                plan,
+                &published.run_id,
+                case.duplicates,
+                case.ids,
+                &published.sent,
+            );
+            let fresh = databases.fresh(&format!("{name}_ceiling_before")).await?;
+            let ceiling_phase = format!("{phase}, ceiling 2 before it");
+            let result = work
+                .run_unchecked(
+                    &fresh,
+                    case.batch_size,
+                    connections(case.partitions),
+                    true,
+                    Shape::default(),
+                    &ceiling_phase,
+                )
+                .await?;
+            work.check(&fresh, &ceiling_phase).await?;
+            println!("{ceiling_phase}: {:.0} events/s", result.rate);
+            Some(result.rate)
+        } else {
+            None
+        };
         let before = read_if(counted, &url).await?;
         let run = end_to_end::consume_unchecked(&published, &url, &case, &phase).await?;
         let after = read_if(counted, &url).await?;
         end_to_end::check(&published, &url, &phase).await?;
         let mut ceiling_ran = None;
-        if ceiling {
+        if ceilings != Ceilings::No {
             let work = DatabaseWork::new(
                 plan,
                 &published.run_id,
@@ -319,9 +361,9 @@ async fn run_case(
         if let Some(state) = &database {
             print_state(&phase, state);
         }
-        Ok::<_, BenchError>((run, ceiling_ran, database))
+        Ok::<_, BenchError>((run, ceiling_ran, ceiling_before, database))
     };
-    let (run, ceiling_ran, database) = match measured.await {
+    let (run, ceiling_ran, ceiling_before, database) = match measured.await {
         Ok(measured) => measured,
         Err(error) => {
             published.topic.close().await;
@@ -337,6 +379,7 @@ async fn run_case(
             case,
             run,
             ceiling,
+            ceiling_before,
             database,
         },
         published,
@@ -414,6 +457,7 @@ async fn replay(plan: &Plan, ran: Ran) -> Result<(CaseResult, Option<CeilingResu
         case,
         run,
         ceiling: ceilings.next(),
+        ceiling_before: None,
         database: None,
     };
     Ok((result, ceilings.next()))

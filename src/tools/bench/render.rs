@@ -62,7 +62,7 @@ fn row(report: &Report, result: &CaseResult) -> [String; 14] {
         ),
         seconds(result.run.elapsed),
         whole(result.run.rate),
-        ceiling.map_or("—".into(), |c| whole(c.rate)),
+        result.ceiling_rate().map_or("—".into(), whole),
         result
             .vs_ceiling()
             .map_or("—".into(), |r| format!("{r:.2}")),
@@ -156,6 +156,7 @@ fn case_lines(report: &Report) -> Vec<Vec<String>> {
                 case: anchor.case,
                 run: again.clone(),
                 ceiling: None,
+                ceiling_before: None,
                 database: None,
             },
         )
@@ -512,9 +513,11 @@ pub fn markdown(
         let _ = writeln!(
             out,
             "The default case ran {} times, each end to end and then ceiling 2 (ratios {}); the \
-             targets use the run with the median ratio, listed first.\n",
+             targets use the run with the median ratio, listed first. Against the ceiling 2 \
+             right after each run alone: {}.\n",
             report.anchor_others.len() + 1,
-            listed(&ratios(report.default_runs()))
+            listed(&ratios(report.default_runs())),
+            listed(&ratios_after(report.default_runs()))
         );
     }
     if let Some(line) = pipelining_line(report) {
@@ -742,6 +745,13 @@ fn method(report: &Report) -> Vec<String> {
          `--batches-in-flight 1` (a partition waits for its transaction before it sends the \
          next batch), each with its ceiling 2, so that the machine's drift weighs on both."
             .into(),
+        "The default case's runs (and those with one batch in flight) and their ceilings 2 \
+         alternate, the first run preceded by a ceiling 2 of its own: each run is compared \
+         with the mean of the ceilings 2 right before and right after it, so that the \
+         machine's drift between them weighs on both sides of the ratio alike (this host's \
+         ceilings moved by up to a fifth from one run to the next). The ratios against the \
+         ceiling after each run alone are listed too."
+            .into(),
         "Replay: a second consumer group reads the 0 % case's topic again into the same \
          database, so every record is a duplicate (a redelivery) — a consumer-group reset."
             .into(),
@@ -793,13 +803,17 @@ fn pipelining_line(report: &Report) -> Option<String> {
         "Pipelining: with {} batches in flight per partition (the default; a second one only \
          while the member runs fewer than {} transactions, `--transactions-in-flight`) the \
          default case ran {} of ceiling 2 (median {:.2}); with 1 (`--batches-in-flight 1`), each \
-         run right after one of the default's, {} (median {:.2}).",
+         run right after one of the default's, {} (median {:.2}; against the ceiling right after \
+         each alone, {}).",
         report.anchor_case().batches_in_flight,
         crate::config::defaults::TRANSACTIONS_IN_FLIGHT,
         listed(&two),
         median(&two),
         listed(&one),
-        median(&one)
+        median(&one),
+        listed(&ratios_after(
+            report.cases.iter().filter(|c| c.case == unpipelined)
+        ))
     ))
 }
 
@@ -823,6 +837,11 @@ fn replay_shape_line(report: &Report) -> Option<String> {
 /// The ratios to ceiling 2 of the `runs` that had one.
 fn ratios<'a>(runs: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
     runs.filter_map(CaseResult::vs_ceiling).collect()
+}
+
+/// The ratios to the ceiling 2 right after each of the `runs` alone.
+fn ratios_after<'a>(runs: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
+    runs.filter_map(CaseResult::vs_ceiling_after).collect()
 }
 
 /// `values` as a list of ratios: "0.84, 0.77, 0.86".
@@ -921,10 +940,14 @@ mod tests {
                 Some(ceiling),
             ));
         }
+        // The first one had a ceiling right before it too: it is compared with their mean.
+        let first = report.cases.len() - 2;
+        report.cases[first].ceiling_before = Some(120_000.0);
         let text = markdown(&report, &[], "benchmarks", None);
         assert!(
             text.contains(
-                "with 1 (`--batches-in-flight 1`), each run right after one of the default's, 0.70, 0.80 (median 0.80)"
+                "with 1 (`--batches-in-flight 1`), each run right after one of the default's, \
+                 0.64, 0.80 (median 0.80; against the ceiling right after each alone, 0.70, 0.80)"
             ),
             "{text}"
         );
@@ -932,6 +955,7 @@ mod tests {
             text.contains("| 1 batch in flight (no pipelining) | 256 |"),
             "{text}"
         );
+        assert!(text.contains("| 70,000 | 110,000 | 0.64 |"), "{text}");
     }
 
     #[test]

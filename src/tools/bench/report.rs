@@ -123,16 +123,47 @@ pub struct CeilingResult {
 pub struct CaseResult {
     pub case: Case,
     pub run: Throughput,
-    /// Ceiling 2 in the same database state, where the case has one.
+    /// Ceiling 2 in the same database state, where the case has one, run right after the
+    /// end-to-end run.
     pub ceiling: Option<CeilingResult>,
+    /// The rate of a ceiling 2 of the same events run right before the end-to-end run, where
+    /// one was (the default case's runs, see [`bracket`]).
+    pub ceiling_before: Option<f64>,
     /// What PostgreSQL did meanwhile, where it was measured (the inbox-size cases).
     pub database: Option<DatabaseState>,
 }
 
 impl CaseResult {
-    /// End to end over ceiling 2.
+    /// Ceiling 2's rate to compare the run with: the mean of the ceilings right before and
+    /// right after it where both ran (the machine's drift between them then weighs on both
+    /// sides alike), else the one after it.
+    pub fn ceiling_rate(&self) -> Option<f64> {
+        let after = self.ceiling.as_ref()?.rate;
+        Some(
+            self.ceiling_before
+                .map_or(after, |before| (before + after) / 2.0),
+        )
+    }
+
+    /// End to end over ceiling 2 ([`CaseResult::ceiling_rate`]).
     pub fn vs_ceiling(&self) -> Option<f64> {
+        ratio(self.run.rate, self.ceiling_rate()?)
+    }
+
+    /// End to end over the ceiling 2 run right after it alone.
+    pub fn vs_ceiling_after(&self) -> Option<f64> {
         ratio(self.run.rate, self.ceiling.as_ref()?.rate)
+    }
+}
+
+/// Runs of one case that ran in turn, each followed by its ceiling 2 (in time order): each run
+/// after the first gets the ceiling that ran right before it, the one after the run before.
+/// A run that had one measured before it already keeps it.
+pub fn bracket(series: &mut [CaseResult]) {
+    for i in 1..series.len() {
+        if series[i].ceiling_before.is_none() {
+            series[i].ceiling_before = series[i - 1].ceiling.as_ref().map(|c| c.rate);
+        }
     }
 }
 
@@ -559,6 +590,7 @@ pub(super) mod tests {
             case,
             run: throughput(rate),
             ceiling: ceiling_rate.map(|r| ceiling(r, case.partitions as usize)),
+            ceiling_before: None,
             database: None,
         }
     }
@@ -773,6 +805,30 @@ pub(super) mod tests {
         assert_eq!(whole(0.0), "0");
         assert_eq!(whole(999.4), "999");
         assert_eq!(whole(1_234_567.0), "1,234,567");
+    }
+
+    #[test]
+    fn a_run_is_compared_with_the_ceilings_around_it() {
+        let unpipelined = |c: &mut Case| c.batches_in_flight = 1;
+        let mut series = vec![
+            case(|_| {}, 90_000.0, Some(100_000.0)),
+            case(unpipelined, 80_000.0, Some(120_000.0)),
+            case(|_| {}, 99_000.0, Some(80_000.0)),
+        ];
+        series[0].ceiling_before = Some(110_000.0);
+        bracket(&mut series);
+        // The first keeps the ceiling measured before it; the others get the one before them.
+        let before: Vec<_> = series.iter().map(|r| r.ceiling_before).collect();
+        assert_eq!(before, [Some(110_000.0), Some(100_000.0), Some(120_000.0)]);
+        let rates: Vec<_> = series.iter().map(|r| r.ceiling_rate().unwrap()).collect();
+        assert_eq!(rates, [105_000.0, 110_000.0, 100_000.0]);
+        assert_eq!(series[2].vs_ceiling(), Some(0.99));
+        assert_eq!(series[2].vs_ceiling_after(), Some(99_000.0 / 80_000.0));
+        // Without a ceiling after it, a run has none to be compared with.
+        let mut lone = vec![series.remove(0), case(|_| {}, 1.0, None)];
+        bracket(&mut lone);
+        assert_eq!(lone[1].ceiling_rate(), None);
+        assert_eq!(lone[1].vs_ceiling(), None);
     }
 
     #[test]

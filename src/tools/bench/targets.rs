@@ -349,7 +349,7 @@ fn ceiling_notes(report: &Report, notes: &mut Vec<String>) {
         anchor.case.batch_size,
         anchor.vs_ceiling().unwrap_or_default(),
         whole(run.rate),
-        whole(ceiling.rate)
+        whole(anchor.ceiling_rate().unwrap_or(ceiling.rate))
     ));
     if report.kafka_only.rate < ceiling.rate {
         notes.push(format!(
