@@ -224,7 +224,7 @@ fn inbox_lines(report: &Report) -> Vec<Vec<String>> {
                 db.and_then(|d| d.prefill)
                     .map_or("—".into(), |d| format!("{:.0} s", d.as_secs_f64())),
                 whole(c.run.rate),
-                c.ceiling.as_ref().map_or("—".into(), |c| whole(c.rate)),
+                c.ceiling_rate().map_or("—".into(), whole),
                 c.vs_ceiling().map_or("—".into(), |r| format!("{r:.2}")),
                 db.map_or("—".into(), |d| {
                     format!(
