@@ -512,9 +512,10 @@ pub fn markdown(
     if report.anchor().is_some() && !report.anchor_others.is_empty() {
         let _ = writeln!(
             out,
-            "The default case ran {} times, each end to end and then ceiling 2 (ratios {}); the \
-             targets use the run with the median ratio, listed first. Against the ceiling 2 \
-             right after each run alone: {}.\n",
+            "The default case ran {} times, each end to end and then ceiling 2 (ratios to the \
+             mean of the ceilings right before and right after each run: {}); the targets use the \
+             run with the median ratio, listed first. Against the ceiling 2 right after each run \
+             alone: {}.\n",
             report.anchor_others.len() + 1,
             listed(&ratios(report.default_runs())),
             listed(&ratios_after(report.default_runs()))
@@ -748,9 +749,8 @@ fn method(report: &Report) -> Vec<String> {
         "The default case's runs (and those with one batch in flight) and their ceilings 2 \
          alternate, the first run preceded by a ceiling 2 of its own: each run is compared \
          with the mean of the ceilings 2 right before and right after it, so that the \
-         machine's drift between them weighs on both sides of the ratio alike (this host's \
-         ceilings moved by up to a fifth from one run to the next). The ratios against the \
-         ceiling after each run alone are listed too."
+         machine's drift between them weighs on both sides of the ratio alike. The ratios \
+         against the ceiling after each run alone are listed too."
             .into(),
         "Replay: a second consumer group reads the 0 % case's topic again into the same \
          database, so every record is a duplicate (a redelivery) — a consumer-group reset."
@@ -892,7 +892,7 @@ mod tests {
             "shared buffers (128 MiB here)",
             "90,000 and 87,000 events/s (-3 %)",
             "| default, another run | 256 | 4 | 0 | 10 % |",
-            "ran 3 times, each end to end and then ceiling 2 (ratios 0.90, 0.85, 0.94)",
+            "ran 3 times, each end to end and then ceiling 2 (ratios to the mean of the ceilings right before and right after each run: 0.90, 0.85, 0.94)",
             "| 45,000 | 200,000 | 80 | 120 | 150 | 190 | 260 | 5 s |",
             "| 64 | 264,000 (237,000) | 15 s | 40 MB | 130 MB | 100,000 (145,920) | 5.0 s |",
             "900 bytes per held record",
