@@ -280,25 +280,10 @@ async fn run_case(
     let measured = async {
         let ceiling_before = if ceilings == Ceilings::Around {
             assert_eq!(case.inbox_rows, 0, "a ceiling before needs an empty inbox");
-            let work = DatabaseWork::new(
-                plan,
-                &published.run_id,
-                case.duplicates,
-                case.ids,
-                &published.sent,
-            );
+            let work = ceiling_work(plan, &published, &case);
             let fresh = databases.fresh(&format!("{name}_ceiling_before")).await?;
             let ceiling_phase = format!("{phase}, ceiling 2 before it");
-            let result = work
-                .run_unchecked(
-                    &fresh,
-                    case.batch_size,
-                    connections(case.partitions),
-                    true,
-                    Shape::default(),
-                    &ceiling_phase,
-                )
-                .await?;
+            let result = ceiling_2(&work, &fresh, &case, &ceiling_phase).await?;
             work.check(&fresh, &ceiling_phase).await?;
             println!("{ceiling_phase}: {:.0} events/s", result.rate);
             Some(result.rate)
@@ -311,14 +296,8 @@ async fn run_case(
         end_to_end::check(&published, &url, &phase).await?;
         let mut ceiling_ran = None;
         if ceilings != Ceilings::No {
-            let work = DatabaseWork::new(
-                plan,
-                &published.run_id,
-                case.duplicates,
-                case.ids,
-                &published.sent,
-            );
-            let (ceiling_url, ceiling_before) = if case.inbox_rows > 0 {
+            let work = ceiling_work(plan, &published, &case);
+            let (ceiling_url, counters_before) = if case.inbox_rows > 0 {
                 // Read again: the rows were counted since.
                 (url.clone(), read_if(counted, &url).await?)
             } else {
@@ -330,21 +309,12 @@ async fn run_case(
                 (fresh, before)
             };
             let ceiling_phase = format!("{phase}, ceiling 2");
-            let result = work
-                .run_unchecked(
-                    &ceiling_url,
-                    case.batch_size,
-                    connections(case.partitions),
-                    true,
-                    Shape::default(),
-                    &ceiling_phase,
-                )
-                .await?;
-            let ceiling_after = read_if(counted, &ceiling_url).await?;
+            let result = ceiling_2(&work, &ceiling_url, &case, &ceiling_phase).await?;
+            let counters_after = read_if(counted, &ceiling_url).await?;
             work.check(&ceiling_url, &ceiling_phase).await?;
             println!("{ceiling_phase}: {:.0} events/s", result.rate);
-            let activity = ceiling_before
-                .zip(ceiling_after)
+            let activity = counters_before
+                .zip(counters_after)
                 .map(|(b, a)| b.until(&a, result.records));
             ceiling_ran = Some((work, ceiling_url, result, activity));
         }
@@ -461,6 +431,37 @@ async fn replay(plan: &Plan, ran: Ran) -> Result<(CaseResult, Option<CeilingResu
         database: None,
     };
     Ok((result, ceilings.next()))
+}
+
+/// Ceiling 2's work: `published`'s events as `case` made them. Built only when a ceiling
+/// runs, so that the end-to-end run's memory does not hold it.
+fn ceiling_work(plan: &Plan, published: &Published, case: &Case) -> DatabaseWork {
+    DatabaseWork::new(
+        plan,
+        &published.run_id,
+        case.duplicates,
+        case.ids,
+        &published.sent,
+    )
+}
+
+/// Ceiling 2 of `work` into the database at `url`, in the service's batches and connections
+/// for `case`; its rows are not checked yet.
+async fn ceiling_2(
+    work: &DatabaseWork,
+    url: &str,
+    case: &Case,
+    phase: &str,
+) -> Result<CeilingResult, BenchError> {
+    work.run_unchecked(
+        url,
+        case.batch_size,
+        connections(case.partitions),
+        true,
+        Shape::default(),
+        phase,
+    )
+    .await
 }
 
 /// The run with the median end-to-end / ceiling 2 ratio, and the others in the order run.
