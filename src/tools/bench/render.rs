@@ -517,8 +517,8 @@ pub fn markdown(
              run with the median ratio, listed first. Against the ceiling 2 right after each run \
              alone: {}.\n",
             report.anchor_others.len() + 1,
-            listed(&ratios(report.default_runs())),
-            listed(&ratios_after(report.default_runs()))
+            listed(&ratios(report.default_runs(), CaseResult::vs_ceiling)),
+            listed(&ratios(report.default_runs(), CaseResult::vs_ceiling_after))
         );
     }
     if let Some(line) = pipelining_line(report) {
@@ -794,11 +794,16 @@ fn pipelining_line(report: &Report) -> Option<String> {
         batches_in_flight: 1,
         ..report.anchor_case()
     };
-    let one = ratios(report.cases.iter().filter(|c| c.case == unpipelined));
+    let runs: Vec<&CaseResult> = report
+        .cases
+        .iter()
+        .filter(|c| c.case == unpipelined)
+        .collect();
+    let one = ratios(runs.iter().copied(), CaseResult::vs_ceiling);
     if one.is_empty() {
         return None;
     }
-    let two = ratios(report.default_runs());
+    let two = ratios(report.default_runs(), CaseResult::vs_ceiling);
     Some(format!(
         "Pipelining: with {} batches in flight per partition (the default; a second one only \
          while the member runs fewer than {} transactions, `--transactions-in-flight`) the \
@@ -811,9 +816,7 @@ fn pipelining_line(report: &Report) -> Option<String> {
         median(&two),
         listed(&one),
         median(&one),
-        listed(&ratios_after(
-            report.cases.iter().filter(|c| c.case == unpipelined)
-        ))
+        listed(&ratios(runs.into_iter(), CaseResult::vs_ceiling_after))
     ))
 }
 
@@ -834,14 +837,13 @@ fn replay_shape_line(report: &Report) -> Option<String> {
     ))
 }
 
-/// The ratios to ceiling 2 of the `runs` that had one.
-fn ratios<'a>(runs: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
-    runs.filter_map(CaseResult::vs_ceiling).collect()
-}
-
-/// The ratios to the ceiling 2 right after each of the `runs` alone.
-fn ratios_after<'a>(runs: impl Iterator<Item = &'a CaseResult>) -> Vec<f64> {
-    runs.filter_map(CaseResult::vs_ceiling_after).collect()
+/// The ratios to ceiling 2 (`of`: `CaseResult::vs_ceiling` or `vs_ceiling_after`) of the
+/// `runs` that had one.
+fn ratios<'a>(
+    runs: impl Iterator<Item = &'a CaseResult>,
+    of: fn(&CaseResult) -> Option<f64>,
+) -> Vec<f64> {
+    runs.filter_map(of).collect()
 }
 
 /// `values` as a list of ratios: "0.84, 0.77, 0.86".
