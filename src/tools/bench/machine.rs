@@ -1,13 +1,17 @@
 //! The machine a benchmark ran on, as the report states it: cores, memory, CPU model, kernel,
 //! the PostgreSQL version, the filesystem its data lives on, and how busy the machine was
-//! (its load average) when the run started and ended.
+//! (its load average) when the run started and ended, and what crossing into the kernel costs
+//! here (a system call, a wake-up of another thread).
 
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use super::probe::status_kib;
 
 /// Facts about the machine; "unknown" where the system does not say.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Machine {
     pub cores: usize,
     pub memory_bytes: Option<u64>,
@@ -16,6 +20,81 @@ pub struct Machine {
     pub postgres: String,
     /// The filesystem type of the throwaway cluster's data directory (fsync costs differ).
     pub data_filesystem: Option<String>,
+    /// `None` when they could not be measured.
+    pub kernel_costs: Option<KernelCosts>,
+}
+
+/// What crossing into the kernel costs on this machine. The service's system time is a few
+/// system calls and wake-ups per batch (sends to PostgreSQL, its answers, the driver thread's
+/// hand-overs), so its CPU per event follows these as much as the CPU's speed: on a virtual
+/// machine they can cost several times what they do on bare metal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KernelCosts {
+    /// One system call that does nothing (`getppid`), in µs.
+    pub syscall_us: f64,
+    /// A byte to a thread blocked reading a socket and a byte back: two wake-ups, in µs.
+    pub wake_round_trip_us: f64,
+}
+
+/// Trials of each measure; the fastest is kept (other work on the machine only slows one).
+const TRIALS: usize = 3;
+const SYSCALLS_PER_TRIAL: u32 = 100_000;
+const ROUND_TRIPS_PER_TRIAL: u32 = 5_000;
+
+impl KernelCosts {
+    /// Measures both, in about a second on a slow machine.
+    pub fn measure() -> std::io::Result<KernelCosts> {
+        let syscall = (0..TRIALS)
+            .map(|_| time_syscalls(SYSCALLS_PER_TRIAL))
+            .min()
+            .unwrap_or_default();
+        let mut round_trip = Duration::MAX;
+        for _ in 0..TRIALS {
+            round_trip = round_trip.min(time_round_trips(ROUND_TRIPS_PER_TRIAL)?);
+        }
+        Ok(KernelCosts {
+            syscall_us: micros_each(syscall, SYSCALLS_PER_TRIAL),
+            wake_round_trip_us: micros_each(round_trip, ROUND_TRIPS_PER_TRIAL),
+        })
+    }
+}
+
+fn micros_each(total: Duration, count: u32) -> f64 {
+    total.as_secs_f64() * 1e6 / f64::from(count)
+}
+
+/// `count` system calls that do nothing, made directly (libc may cache a process id).
+fn time_syscalls(count: u32) -> Duration {
+    let started = Instant::now();
+    for _ in 0..count {
+        // SAFETY: getppid takes no arguments and cannot fail.
+        std::hint::black_box(unsafe { libc::syscall(libc::SYS_getppid) });
+    }
+    started.elapsed()
+}
+
+/// `count` round trips of a byte between this thread and another one, each blocked in a read
+/// of its end of a socket pair until the other writes.
+fn time_round_trips(count: u32) -> std::io::Result<Duration> {
+    let (mut here, mut there) = UnixStream::pair()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut byte = [0u8];
+        for _ in 0..count {
+            there.read_exact(&mut byte)?;
+            there.write_all(&byte)?;
+        }
+        Ok(())
+    });
+    let mut byte = [0u8];
+    let started = Instant::now();
+    for _ in 0..count {
+        here.write_all(&byte)?;
+        here.read_exact(&mut byte)?;
+    }
+    let elapsed = started.elapsed();
+    echo.join()
+        .map_err(|_| std::io::Error::other("the echo thread panicked"))??;
+    Ok(elapsed)
 }
 
 impl Machine {
@@ -30,6 +109,7 @@ impl Machine {
             kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
             postgres,
             data_filesystem: data_dir.and_then(|dir| filesystem_of(&read("/proc/mounts"), dir)),
+            kernel_costs: KernelCosts::measure().ok(),
         }
     }
 }
@@ -84,6 +164,14 @@ mod tests {
             Some("Intel(R) Xeon(R) Processor")
         );
         assert_eq!(cpu_model(""), None);
+    }
+
+    #[test]
+    fn kernel_costs_are_measured_as_positive_times() {
+        let costs = KernelCosts::measure().unwrap();
+        assert!(costs.syscall_us > 0.0, "{costs:?}");
+        // A round trip holds at least two system calls on each side.
+        assert!(costs.wake_round_trip_us > costs.syscall_us, "{costs:?}");
     }
 
     #[test]

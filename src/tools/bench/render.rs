@@ -455,6 +455,17 @@ pub fn markdown(
     } else {
         "the database of `--database-url` (shared by the runs, told apart by event ids)".into()
     };
+    if let Some(costs) = machine.kernel_costs {
+        let _ = writeln!(
+            out,
+            "- Crossing into the kernel: a system call that does nothing took {:.2} µs, a \
+             wake-up round trip between two threads (a byte each way over a socket pair) {:.1} \
+             µs (the fastest of three trials each, before the phases). The service's system \
+             time per event is a few of each per batch, so it follows these as much as the \
+             CPU's speed.",
+            costs.syscall_us, costs.wake_round_trip_us
+        );
+    }
     let _ = writeln!(out, "- PostgreSQL: `{}`, {database}", machine.postgres);
     let _ = writeln!(
         out,
@@ -871,6 +882,8 @@ mod tests {
         let text = markdown(&report, &figures, "benchmarks", None);
         for expected in [
             "2 cores, Test CPU",
+            "a system call that does nothing took 0.25 µs, a wake-up round trip between two \
+             threads (a byte each way over a socket pair) 9.5 µs",
             "postgres (PostgreSQL) 15.4",
             "0.30 / 0.50 / 0.70 when the run started, 1.90 / 1.20 / 0.90 when it ended",
             "history-consumer bench",

@@ -531,6 +531,10 @@ pub(super) mod tests {
             kernel: "6.1".into(),
             postgres: "postgres (PostgreSQL) 15.4".into(),
             data_filesystem: Some("ext4".into()),
+            kernel_costs: Some(super::super::machine::KernelCosts {
+                syscall_us: 0.25,
+                wake_round_trip_us: 9.5,
+            }),
         }
     }
 

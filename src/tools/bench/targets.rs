@@ -429,6 +429,15 @@ fn cpu_notes(report: &Report, notes: &mut Vec<String>) {
         run.service_cpu_per_event_us().unwrap_or_default(),
         threads.join(", ")
     ));
+    if let Some(costs) = report.machine.kernel_costs {
+        notes.push(format!(
+            "Part of that CPU is the kernel's, on the service's behalf: a few system calls and \
+             wake-ups per batch, which on this machine cost {:.2} µs (a system call that does \
+             nothing) and {:.1} µs (a wake-up round trip between two threads) each. Compare \
+             this target across machines with those in view.",
+            costs.syscall_us, costs.wake_round_trip_us
+        ));
+    }
 }
 
 fn inbox_notes(report: &Report, notes: &mut Vec<String>) {
@@ -786,6 +795,10 @@ mod tests {
         let text = limits(&report).join("\n");
         assert!(
             text.contains("5.6 µs of CPU per event in the default case (0.50 cores over 2.22 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cost 0.25 µs (a system call that does nothing) and 9.5 µs"),
             "{text}"
         );
         assert!(
