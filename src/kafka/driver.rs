@@ -44,7 +44,7 @@ use crate::domain::connection::is_connection_error;
 use crate::domain::offset_reset::ResetPolicy;
 use crate::domain::{Assignment, CommitPosition};
 use crate::kafka::timeouts::{FINAL_COMMIT_TIMEOUT, LEAVE_TIMEOUT, START_OFFSETS_TIMEOUT};
-use position::{PositionTrust, passed_offsets_without_records};
+use position::{PositionTrust, believable, passed_offsets_without_records};
 
 type Consumer_ = BaseConsumer<KafkaContext>;
 type PartitionQueue = super::queue::PartitionQueue<KafkaContext>;
@@ -712,9 +712,15 @@ impl Driver {
         };
         for (partition, reader) in &mut self.readers {
             // A held partition's position says nothing about records we were handed.
-            if !std::mem::take(&mut reader.unchecked) || reader.held.is_some() {
+            if reader.held.is_some() || !reader.unchecked {
                 continue;
             }
+            // Nor does one past records carried over after an error, not handed over yet:
+            // looked at again once they are.
+            if reader.queue.carries() {
+                continue;
+            }
+            reader.unchecked = false;
             let Some(observed) = positions
                 .find_partition(&self.topic, *partition)
                 .map(|e| match e.offset() {
@@ -732,6 +738,10 @@ impl Driver {
             let Some(position) = position else {
                 continue;
             };
+            // librdkafka moved it past an error's offset, and perhaps no further.
+            if !believable(position, reader.queue.error_reach()) {
+                continue;
+            }
             if passed_offsets_without_records(reader.accounted, position) {
                 reader.sink.do_send(Fetched::Skipped {
                     after: reader.accounted,

@@ -1,12 +1,24 @@
-//! A partition's own librdkafka queue, read through librdkafka's event API directly.
+//! A partition's own librdkafka queue, read through librdkafka's C API directly.
 //!
-//! rust-rdkafka's `PartitionQueue` hands an error event over as its code alone; the offset it
-//! is about and librdkafka's text are dropped. Those are what an operator and the driver need
-//! to know which records could not be read and why (see [`crate::domain::fetch_error`]), so
-//! the driver reads its partitions' queues here instead: records are copied out exactly as
-//! rust-rdkafka's `BorrowedMessage` shows them, and polling serves control messages (commit
+//! rust-rdkafka's `PartitionQueue` hands an error over as its code alone; the offset it is
+//! about and librdkafka's text are dropped. Those are what an operator and the driver need to
+//! know which records could not be read and why (see [`crate::domain::fetch_error`]), so the
+//! driver reads its partitions' queues here instead: records are copied out exactly as
+//! rust-rdkafka's `BorrowedMessage` shows them, and reading serves control messages (commit
 //! markers) the same way, moving the consumer's position past them.
+//!
+//! A round takes its messages in one call (`rd_kafka_consume_batch_queue`): the queue's lock
+//! is still taken per message, but the event API's per-message work (two clock reads, an
+//! event's setup, the position's update under the partition's lock) is done once a round.
+//! Such a call also takes the messages after an error out of the queue, and moves the
+//! consumer's position past them. They are kept here, and the next round hands them over
+//! before it reads the queue again: nothing after an error is handed over in the round that
+//! met it, as before. Until they are handed over, the position is not the driver's to believe
+//! ([`PartitionQueue::carries`]); when the driver moves the partition's fetch position, they
+//! are dropped ([`PartitionQueue::discard_carried`]), as librdkafka drops the outdated
+//! messages still in the queue.
 
+use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::ptr;
 use std::sync::Arc;
@@ -33,11 +45,19 @@ pub struct PartitionQueue<C: ConsumerContext + 'static> {
     queue: *mut rdsys::rd_kafka_queue_t,
     /// Kept alive while librdkafka may call it (until the queue is dropped).
     wake: Option<Box<Box<dyn Fn() + Send + Sync>>>,
+    /// Messages a round took out of the queue after the error that ended it, in order: the
+    /// next ones to hand over. Each is owned here until handed over or destroyed.
+    carried: VecDeque<*mut rdsys::rd_kafka_message_t>,
+    /// Where a round's call puts the messages it takes (kept between rounds).
+    taken: Vec<*mut rdsys::rd_kafka_message_t>,
+    /// See [`PartitionQueue::error_reach`].
+    error_reach: Option<i64>,
     /// The queue must go before the consumer does.
     _consumer: Arc<BaseConsumer<C>>,
 }
 
-// SAFETY: librdkafka queues are thread-safe; the raw pointer is only used through its API.
+// SAFETY: librdkafka queues and messages are thread-safe; the raw pointers are only used
+// through its API, by the queue's one owner.
 unsafe impl<C: ConsumerContext> Send for PartitionQueue<C> {}
 
 impl<C: ConsumerContext> PartitionQueue<C> {
@@ -63,6 +83,9 @@ impl<C: ConsumerContext> PartitionQueue<C> {
         Some(PartitionQueue {
             queue,
             wake: None,
+            carried: VecDeque::new(),
+            taken: Vec::new(),
+            error_reach: None,
             _consumer: consumer.clone(),
         })
     }
@@ -86,85 +109,102 @@ impl<C: ConsumerContext> PartitionQueue<C> {
         self.wake = Some(wake);
     }
 
-    /// How many events the queue holds (records, errors and control events alike): a size
-    /// to reserve for, not a count of records.
+    /// How many events the queue holds (records, errors and control events alike), and the
+    /// messages carried over: a size to reserve for, not a count of records.
     pub fn events_held(&self) -> usize {
         // SAFETY: the queue is alive.
-        unsafe { rdsys::rd_kafka_queue_length(self.queue) }
+        unsafe { rdsys::rd_kafka_queue_length(self.queue) + self.carried.len() }
+    }
+
+    /// Whether messages taken out of the queue after an error wait to be handed over: the
+    /// consumer's position is past them, so until they are, it says nothing about offsets
+    /// without records.
+    pub fn carries(&self) -> bool {
+        !self.carried.is_empty()
+    }
+
+    /// The furthest the consumer's position of the partition was moved for an error alone:
+    /// one past the highest offset an error taken from the queue named (librdkafka's batch
+    /// read moves the position past every message it returns, errors included; see
+    /// the driver's `position::believable`). `None` since the queue was split or
+    /// the fetch position last moved.
+    pub fn error_reach(&self) -> Option<i64> {
+        self.error_reach
+    }
+
+    /// Drops the messages carried over: the partition's fetch position is being moved (a seek,
+    /// a restart of its fetching), and what was read after the old one is outdated, as is the
+    /// reach of its errors.
+    pub fn discard_carried(&mut self) {
+        self.error_reach = None;
+        for message in self.carried.drain(..) {
+            // SAFETY: a carried message is alive and owned here.
+            unsafe { rdsys::rd_kafka_message_destroy(message) };
+        }
     }
 
     /// Up to `max` records, without waiting, appended to `records`; the error that ended the
-    /// round, if one did (the records before it are in `records`, nothing after it is read).
+    /// round, if one did (the records before it are in `records`; what the queue gave after
+    /// it is carried over to the next round).
     ///
     /// The round's payloads are copied into one buffer that its records share: one
     /// allocation a round instead of one a record. The records are dropped on another thread
     /// than the one that copied them, where a free of memory this thread allocated is the
     /// allocator's costly kind; a round's buffer is freed once, when its last record goes.
-    pub fn poll_round(&self, max: usize, records: &mut Vec<FetchedRecord>) -> Option<QueueError> {
+    pub fn poll_round(
+        &mut self,
+        max: usize,
+        records: &mut Vec<FetchedRecord>,
+    ) -> Option<QueueError> {
         let mut round = Round::with_capacity(max.min(self.events_held()));
         let mut error = None;
-        while round.len() < max {
-            // SAFETY: the queue is alive; a held event is destroyed by `round`, every other
-            // one right here, after it was read.
-            let event = unsafe { rdsys::rd_kafka_queue_poll(self.queue, 0) };
-            if event.is_null() {
+        while round.len() < max && error.is_none() {
+            let Some(message) = self.carried.pop_front() else {
                 break;
-            }
-            match unsafe { read_event(event) } {
-                Event::Record(message) => round.hold(event, message),
-                other => {
-                    unsafe { rdsys::rd_kafka_event_destroy(event) };
-                    if let Event::Failed(failed) = other {
-                        error = Some(failed);
-                        break;
-                    }
+            };
+            // SAFETY: a carried message is alive and owned here; the round takes it.
+            error = unsafe { round.take(message) };
+        }
+        let wanted = max - round.len();
+        if error.is_none() && wanted > 0 {
+            self.taken.clear();
+            self.taken.reserve(wanted);
+            // SAFETY: the queue is alive and the array has room for `wanted` pointers; each
+            // message written there is owned by this round from now on.
+            let got = unsafe {
+                rdsys::rd_kafka_consume_batch_queue(self.queue, 0, self.taken.as_mut_ptr(), wanted)
+            };
+            // SAFETY: librdkafka wrote `got` pointers (-1, writing none, only for a queue
+            // forwarded elsewhere, which a split queue is not).
+            unsafe {
+                self.taken
+                    .set_len(usize::try_from(got).unwrap_or(0).min(wanted))
+            };
+            for &message in &self.taken {
+                // SAFETY: a message just taken is alive.
+                let m = unsafe { &*message };
+                if m.err != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && m.offset >= 0
+                {
+                    self.error_reach = self.error_reach.max(Some(m.offset + 1));
+                }
+                if error.is_some() {
+                    self.carried.push_back(message);
+                } else {
+                    // SAFETY: a message just taken, alive and owned by this round.
+                    error = unsafe { round.take(message) };
                 }
             }
+            self.taken.clear();
         }
         round.copy_into(records);
         error
     }
 }
 
-/// What a polled event is to a round.
-enum Event {
-    /// A fetched message without an error, alive with its event.
-    Record(*const rdsys::rd_kafka_message_t),
-    /// An error that ends the round.
-    Failed(QueueError),
-    /// Nothing for us (a control event, an error event without an error).
-    Other,
-}
-
-/// # Safety
-/// `event` must be a live event.
-unsafe fn read_event(event: *mut rdsys::rd_kafka_event_t) -> Event {
-    match unsafe { rdsys::rd_kafka_event_type(event) } {
-        rdsys::RD_KAFKA_EVENT_FETCH => {
-            let message = unsafe { rdsys::rd_kafka_event_message_next(event) };
-            if message.is_null() {
-                Event::Other
-            } else if unsafe { (*message).err }
-                == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
-            {
-                Event::Record(message)
-            } else {
-                Event::Failed(unsafe { read_failed(message) })
-            }
-        }
-        rdsys::RD_KAFKA_EVENT_ERROR => {
-            unsafe { read_error(event) }.map_or(Event::Other, Event::Failed)
-        }
-        _ => Event::Other,
-    }
-}
-
-/// The fetch events a round polled, held until their messages are copied out together.
+/// The records (messages without an error) a round took, held until they are copied out
+/// together.
 struct Round {
-    held: Vec<(
-        *mut rdsys::rd_kafka_event_t,
-        *const rdsys::rd_kafka_message_t,
-    )>,
+    held: Vec<*mut rdsys::rd_kafka_message_t>,
 }
 
 impl Round {
@@ -178,33 +218,39 @@ impl Round {
         self.held.len()
     }
 
-    /// Keeps a live fetch event and its message (without an error) until [`Round::copy_into`].
-    fn hold(
-        &mut self,
-        event: *mut rdsys::rd_kafka_event_t,
-        message: *const rdsys::rd_kafka_message_t,
-    ) {
-        self.held.push((event, message));
+    /// Takes a message: a record is held until [`Round::copy_into`]; an error is read, the
+    /// message destroyed, and the error returned.
+    ///
+    /// # Safety
+    /// `message` must be alive and owned by the caller, who gives it up.
+    unsafe fn take(&mut self, message: *mut rdsys::rd_kafka_message_t) -> Option<QueueError> {
+        if unsafe { (*message).err } == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            self.held.push(message);
+            return None;
+        }
+        let failed = unsafe { read_failed(message) };
+        unsafe { rdsys::rd_kafka_message_destroy(message) };
+        Some(failed)
     }
 
-    /// Copies the held messages out, in order, their payloads into one buffer they share; their
-    /// events go with the round.
+    /// Copies the held messages out, in order, their payloads into one buffer they share; the
+    /// messages go with the round.
     fn copy_into(self, records: &mut Vec<FetchedRecord>) {
-        // SAFETY (every dereference below): a held message is alive until its event is
-        // destroyed, which happens last.
+        // SAFETY (every dereference below): a held message is alive until it is destroyed,
+        // which happens last.
         let total = self
             .held
             .iter()
-            .map(|&(_, m)| unsafe { payload_of(m) }.map_or(0, <[u8]>::len))
+            .map(|&m| unsafe { payload_of(m) }.map_or(0, <[u8]>::len))
             .sum();
         let mut buffer = Vec::with_capacity(total);
-        for &(_, m) in &self.held {
+        for &m in &self.held {
             buffer.extend_from_slice(unsafe { payload_of(m) }.unwrap_or_default());
         }
         let buffer = Bytes::from(buffer);
         records.reserve(self.held.len());
         let mut at = 0;
-        for &(_, m) in &self.held {
+        for &m in &self.held {
             let payload = unsafe { payload_of(m) }.map(|p| {
                 at += p.len();
                 buffer.slice(at - p.len()..at)
@@ -215,11 +261,11 @@ impl Round {
 }
 
 impl Drop for Round {
-    /// Destroys the held events: once their messages are copied out, or if copying panicked.
+    /// Destroys the held messages: once they are copied out, or if copying panicked.
     fn drop(&mut self) {
-        for &(event, _) in &self.held {
-            // SAFETY: each held event is alive and destroyed once, here.
-            unsafe { rdsys::rd_kafka_event_destroy(event) };
+        for &message in &self.held {
+            // SAFETY: each held message is alive and destroyed once, here.
+            unsafe { rdsys::rd_kafka_message_destroy(message) };
         }
     }
 }
@@ -276,38 +322,6 @@ unsafe fn read_record(
     }
 }
 
-/// An error event's code, offset and text; `None` for an event that carries no error.
-///
-/// # Safety
-/// `event` must be a live error event.
-unsafe fn read_error(event: *mut rdsys::rd_kafka_event_t) -> Option<QueueError> {
-    let err = unsafe { rdsys::rd_kafka_event_error(event) };
-    if err == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-        return None;
-    }
-    let text = unsafe { rdsys::rd_kafka_event_error_string(event) };
-    let text = if text.is_null() {
-        error_text(err)
-    } else {
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned()
-    };
-    let tp = unsafe { rdsys::rd_kafka_event_topic_partition(event) };
-    let offset = if tp.is_null() {
-        None
-    } else {
-        let offset = unsafe { (*tp).offset };
-        unsafe { rdsys::rd_kafka_topic_partition_destroy(tp) };
-        (offset >= 0).then_some(offset)
-    };
-    Some(QueueError {
-        code: err.into(),
-        offset,
-        text,
-    })
-}
-
 fn error_text(err: rdsys::rd_kafka_resp_err_t) -> String {
     // SAFETY: rd_kafka_err2str returns a static string for every code.
     unsafe { CStr::from_ptr(rdsys::rd_kafka_err2str(err)) }
@@ -318,6 +332,7 @@ fn error_text(err: rdsys::rd_kafka_resp_err_t) -> String {
 impl<C: ConsumerContext> Drop for PartitionQueue<C> {
     fn drop(&mut self) {
         // SAFETY: disable the callback before the closure and the queue go away.
+        self.discard_carried();
         unsafe {
             rdsys::rd_kafka_queue_cb_event_enable(self.queue, None, ptr::null_mut());
             rdsys::rd_kafka_queue_destroy(self.queue);

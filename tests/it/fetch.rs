@@ -380,3 +380,55 @@ async fn describe(app: &TestApp) -> String {
     }
     lines.join("\n")
 }
+
+/// A fetch that fails at the end of a partition, shown as failing, then records after it.
+/// librdkafka's batch read moves the consumer's position past a failed fetch's offset as past
+/// a record's, although nothing at that offset was read; the driver reads that position to
+/// step over offsets without records (commit markers). Believed, it would step over the next
+/// record's offset before the record came, and the record would never be stored. Only the
+/// mock can fail a fetch on demand.
+#[actix_web::test]
+async fn a_failed_fetch_at_the_end_of_a_partition_does_not_step_over_the_next_record_on_the_mock() {
+    use history_consumer::domain::Trouble;
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+    let db = test_database().await;
+    let kafka = TestKafka::start_on(Broker::Mock, 1).await;
+    let app = spawn_app(&db, &kafka).await;
+    app.wait_assigned(1).await;
+    let producer = kafka.producer();
+    for i in 0..3 {
+        kafka
+            .send(&producer, Some(0), "k", &numbered_event(i))
+            .await;
+    }
+    app.wait_committed(&kafka, &[3]).await;
+
+    kafka.mock().request_errors(
+        RDKafkaApiKey::Fetch,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_POLICY_VIOLATION],
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "the partition shown failing",
+        || async { matches!(app.partition(0).await?.fetch?, Trouble::Failing(_)).then_some(()) },
+    )
+    .await;
+    // The driver looks at the position every 20 ms, the checkpoint commits every 100 ms:
+    // the committed offset must stay where the failed fetch is, 3, as nothing was read there.
+    // (Stepped over, it was committed as 4 before record 3 came: a crash then would have
+    // lost it.)
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    while std::time::Instant::now() < until {
+        assert_eq!(kafka.committed(&app.group).await, vec![3]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for i in 3..6 {
+        kafka
+            .send(&producer, Some(0), "k", &numbered_event(i))
+            .await;
+    }
+    app.wait_committed(&kafka, &[6]).await;
+    assert_stored_once(&db, 6).await;
+    app.shutdown().await;
+}

@@ -112,3 +112,252 @@ async fn never_past(app: &TestApp, kafka: &TestKafka, db: &crate::support::helpe
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+on_both_brokers!(
+    a_round_ends_at_an_unreadable_batch_and_what_the_queue_gave_after_it_comes_next_in_order =
+        a_round_ends_at_an_error_and_the_rest_comes_next()
+);
+
+/// The driver's partition queue under the same spoilt log, read by a consumer of its own: a
+/// round takes every message the queue holds in one call, so the messages after the error
+/// leave librdkafka's queue in the round that meets it. That round hands over only the records
+/// before the error, and the error; the others are carried, and the next rounds hand them over
+/// in order, before anything read later. What librdkafka reads after a batch it cannot read is
+/// its business (errors about it, then, when it skips it, the records after it); whatever it
+/// is, it arrives in offset order, no record of the spoilt batch arrives, and nothing is lost
+/// or handed over twice.
+async fn a_round_ends_at_an_error_and_the_rest_comes_next(broker: Broker) {
+    use std::sync::Arc;
+
+    use history_consumer::kafka::queue::PartitionQueue;
+    use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let kafka = TestKafka::start_on(broker, 1).await;
+    let producer = kafka.producer();
+    for i in 0..3 {
+        kafka
+            .send(&producer, Some(0), "k", &numbered_event(i))
+            .await;
+    }
+    let leader = kafka
+        .brokers
+        .split(',')
+        .next()
+        .expect("a broker")
+        .to_owned();
+    let spoilt: Vec<Vec<u8>> = (3..6).map(numbered_event).collect();
+    assert_eq!(
+        produce_spoilt(&leader, &kafka.topic, 0, &spoilt, Fault::Crc),
+        3
+    );
+    for i in 6..9 {
+        kafka
+            .send(&producer, Some(0), "k", &numbered_event(i))
+            .await;
+    }
+
+    let consumer: BaseConsumer<DefaultConsumerContext> = kafka
+        .client()
+        .set("group.id", "queue-rounds")
+        .set("enable.auto.commit", "false")
+        .set("check.crcs", "true")
+        .create()
+        .expect("a consumer");
+    let consumer = Arc::new(consumer);
+    let mut queue = PartitionQueue::split(&consumer, &kafka.topic, 0).expect("the queue");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(&kafka.topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    // Until librdkafka has fetched everything it will: the queue's length stands still.
+    let (mut held, mut since) = (0, Instant::now());
+    while since.elapsed() < Duration::from_secs(2) {
+        let _ = consumer.poll(Duration::from_millis(50));
+        if queue.events_held() != held {
+            (held, since) = (queue.events_held(), Instant::now());
+        }
+    }
+    assert!(
+        held > 4,
+        "the queue holds the records and the error: {held}"
+    );
+
+    let mut records = Vec::new();
+    let error = queue
+        .poll_round(1000, &mut records)
+        .expect("the round ends at the error");
+    let offsets = |records: &[history_consumer::domain::FetchedRecord]| {
+        records.iter().map(|r| r.offset).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        offsets(&records),
+        vec![0, 1, 2],
+        "only the records before it"
+    );
+    assert_eq!(error.offset, Some(3), "{error:?}");
+    assert!(
+        queue.carries(),
+        "the messages after the error are carried: {held} held"
+    );
+
+    // The next rounds hand over what came after, in order, before the queue is read again.
+    let mut after = Vec::new();
+    let mut errors = Vec::new();
+    for _ in 0..held {
+        let mut round = Vec::new();
+        if let Some(error) = queue.poll_round(1000, &mut round) {
+            errors.push(error);
+        }
+        after.extend(offsets(&round));
+        if !queue.carries() && round.is_empty() {
+            break;
+        }
+    }
+    assert!(!queue.carries(), "everything carried was handed over");
+    assert!(
+        after.windows(2).all(|w| w[0] < w[1]),
+        "in offset order, none twice: {after:?}"
+    );
+    assert!(
+        after.iter().all(|&o| !(3..6).contains(&o)),
+        "no record of the spoilt batch: {after:?}"
+    );
+    assert!(
+        after.iter().all(|&o| (6..9).contains(&o)),
+        "only the records after it: {after:?} (errors {errors:?})"
+    );
+    drop(queue);
+}
+
+/// On the mock, which can fail one Fetch: records, the failed fetch's error (librdkafka tries
+/// again after a backoff) and records after it, all in the partition's queue before a round
+/// reads it. The round hands over the records before the error and ends; the consumer's
+/// position is already past the records after it, which the next round hands over, in order.
+#[actix_web::test]
+async fn records_after_a_failed_fetch_taken_in_the_same_round_come_next_in_order_on_the_mock() {
+    use std::sync::Arc;
+
+    use history_consumer::kafka::queue::PartitionQueue;
+    use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    use rdkafka::{Offset, TopicPartitionList};
+
+    let kafka = TestKafka::start_on(Broker::Mock, 1).await;
+    let producer = kafka.producer();
+    for i in 0..3 {
+        kafka
+            .send(&producer, Some(0), "k", &numbered_event(i))
+            .await;
+    }
+    let consumer: BaseConsumer<DefaultConsumerContext> = kafka
+        .client()
+        .set("group.id", "queue-rounds")
+        .set("enable.auto.commit", "false")
+        .set("fetch.error.backoff.ms", "10")
+        .create()
+        .expect("a consumer");
+    let consumer = Arc::new(consumer);
+    let mut queue = PartitionQueue::split(&consumer, &kafka.topic, 0).expect("the queue");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(&kafka.topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    /// Waits until the queue holds `n` messages, serving the consumer's main queue meanwhile.
+    fn held_at_least(
+        queue: &PartitionQueue<DefaultConsumerContext>,
+        consumer: &BaseConsumer<DefaultConsumerContext>,
+        n: usize,
+        what: &str,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while queue.events_held() < n {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {} held",
+                queue.events_held()
+            );
+            let _ = consumer.poll(Duration::from_millis(10));
+        }
+    }
+    held_at_least(&queue, &consumer, 3, "the first records");
+    // Every partition's answer to the next Fetch is an error librdkafka hands to the
+    // application (any code it does not handle itself).
+    kafka.mock().request_errors(
+        RDKafkaApiKey::Fetch,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_POLICY_VIOLATION],
+    );
+    held_at_least(&queue, &consumer, 4, "the failed fetch's error");
+    for i in 3..6 {
+        kafka
+            .send(&producer, Some(0), "k", &numbered_event(i))
+            .await;
+    }
+    held_at_least(&queue, &consumer, 7, "the records after it");
+
+    let offsets = |records: &[history_consumer::domain::FetchedRecord]| {
+        records.iter().map(|r| r.offset).collect::<Vec<_>>()
+    };
+    let mut records = Vec::new();
+    let error = queue
+        .poll_round(1000, &mut records)
+        .expect("the round ends at the error");
+    assert_eq!(
+        offsets(&records),
+        vec![0, 1, 2],
+        "only the records before it"
+    );
+    assert_eq!(
+        error.code,
+        rdkafka::error::RDKafkaErrorCode::PolicyViolation,
+        "{error:?}"
+    );
+    assert!(queue.carries(), "the records after it are carried");
+    let position = consumer.position().unwrap();
+    assert_eq!(
+        position.find_partition(&kafka.topic, 0).unwrap().offset(),
+        Offset::Offset(6),
+        "the consumer's position is past what the round carried"
+    );
+
+    let mut next = Vec::new();
+    assert!(
+        queue.poll_round(1000, &mut next).is_none(),
+        "no error in the next round"
+    );
+    assert_eq!(
+        offsets(&next),
+        vec![3, 4, 5],
+        "the carried records, in order"
+    );
+    assert!(!queue.carries());
+    let mut after = Vec::new();
+    assert!(queue.poll_round(1000, &mut after).is_none());
+    assert!(after.is_empty(), "nothing twice: {:?}", offsets(&after));
+
+    // A failed fetch as the last message a round takes: the position moves past its offset
+    // although nothing there was read. The queue says how far errors alone moved it.
+    assert_eq!(
+        queue.error_reach(),
+        Some(4),
+        "the first error named offset 3"
+    );
+    kafka.mock().request_errors(
+        RDKafkaApiKey::Fetch,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_POLICY_VIOLATION],
+    );
+    held_at_least(&queue, &consumer, 1, "the second error");
+    let mut none = Vec::new();
+    let error = queue.poll_round(1000, &mut none).expect("the error");
+    assert!(none.is_empty(), "{:?}", offsets(&none));
+    assert_eq!(error.offset, Some(6), "{error:?}");
+    let position = consumer.position().unwrap();
+    assert_eq!(
+        position.find_partition(&kafka.topic, 0).unwrap().offset(),
+        Offset::Offset(7),
+        "librdkafka's position is past the failed fetch's offset"
+    );
+    assert_eq!(queue.error_reach(), Some(7), "and the queue says so");
+}

@@ -56,6 +56,21 @@ pub fn passed_offsets_without_records(accounted: Option<i64>, position: i64) -> 
     }
 }
 
+/// Whether an observed position says what was read, given `error_reach`: the furthest a read
+/// of the partition's queue moved the position for an error alone (see
+/// [`crate::kafka::queue::PartitionQueue::error_reach`]). librdkafka's batch read moves the
+/// position past an error's offset as it does past a record's: after a fetch that failed at
+/// offset `e`, the position reads `e + 1` although nothing at `e` was read. A position no
+/// further than that is not believed; one further is (a message after `e` was read, so `e`
+/// was too: fetching goes in order).
+///
+/// The price: a commit marker at `e` read after the failed fetch leaves the position at
+/// `e + 1` too, so a partition whose log ends with it is committed up to it only once a record
+/// comes after it.
+pub fn believable(position: i64, error_reach: Option<i64>) -> bool {
+    error_reach.is_none_or(|reach| position > reach)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +109,15 @@ mod tests {
         assert!(!passed_offsets_without_records(Some(49), 50));
         assert!(passed_offsets_without_records(None, 51));
         assert!(!passed_offsets_without_records(None, 0));
+    }
+
+    #[test]
+    fn a_position_no_further_than_an_errors_reach_is_not_believed() {
+        assert!(believable(51, None));
+        // A fetch failed at 50: the position reads 51 with nothing at 50 read.
+        assert!(!believable(51, Some(51)));
+        assert!(!believable(40, Some(51)));
+        // Something after 50 was read.
+        assert!(believable(52, Some(51)));
     }
 }

@@ -267,7 +267,12 @@ impl Driver {
     /// application's answer for that answer, so this runs right after the main queue was served
     /// ([`Driver::run_deferred`]), or in a live rewind (which serves no rebalance until it is
     /// done: only a rebalance librdkafka starts during the rewind's few calls can meet it).
-    pub(super) fn restart_fetch(&self, partition: i32, offset: Offset) -> Result<(), String> {
+    pub(super) fn restart_fetch(&mut self, partition: i32, offset: Offset) -> Result<(), String> {
+        // What was read after the old position is outdated (a reader being rewound is out of
+        // `readers`: the rewind drops its carried messages itself).
+        if let Some(reader) = self.readers.get_mut(&partition) {
+            reader.queue.discard_carried();
+        }
         if !matches!(
             self.consumer.rebalance_protocol(),
             rdkafka::consumer::RebalanceProtocol::Cooperative

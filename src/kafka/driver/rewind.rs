@@ -141,7 +141,7 @@ impl Driver {
     fn position_for_rewind(
         &mut self,
         target: &RewindTarget,
-        reader: Reader,
+        mut reader: Reader,
         resume: Option<i64>,
         committed: Option<i64>,
     ) -> Restarting {
@@ -187,6 +187,11 @@ impl Driver {
         };
         // librdkafka stopped fetching a partition at an offset reset: only a restart of its
         // fetching moves it, and it must move even when the rewind keeps its position.
+        // Messages carried over after an error were read from the old position: outdated once
+        // the position moves (whether or not it could be moved: the partition is held then).
+        if plan.seek.is_some() || gap.is_some() {
+            reader.queue.discard_carried();
+        }
         let positioned = match (plan.seek, gap) {
             (Some(offset), _) => self.reposition(partition, offset, gap.is_some()),
             (None, Some((from, _))) => self.reposition(partition, resume.unwrap_or(from), true),
