@@ -712,15 +712,14 @@ impl Driver {
         };
         for (partition, reader) in &mut self.readers {
             // A held partition's position says nothing about records we were handed.
-            if reader.held.is_some() || !reader.unchecked {
+            if !std::mem::take(&mut reader.unchecked) || reader.held.is_some() {
                 continue;
             }
-            // Nor does one past records carried over after an error, not handed over yet:
-            // looked at again once they are.
+            // Nor does one past records carried over after an error, not handed over yet: the
+            // round that hands them over marks the partition unchecked again.
             if reader.queue.carries() {
                 continue;
             }
-            reader.unchecked = false;
             let Some(observed) = positions
                 .find_partition(&self.topic, *partition)
                 .map(|e| match e.offset() {
