@@ -396,12 +396,7 @@ async fn a_failed_fetch_at_the_end_of_a_partition_does_not_step_over_the_next_re
     let kafka = TestKafka::start_on(Broker::Mock, 1).await;
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
-    let producer = kafka.producer();
-    for i in 0..3 {
-        kafka
-            .send(&producer, Some(0), "k", &numbered_event(i))
-            .await;
-    }
+    kafka.send_numbered(0..3, 0).await;
     app.wait_committed(&kafka, &[3]).await;
 
     kafka.mock().request_errors(
@@ -423,11 +418,7 @@ async fn a_failed_fetch_at_the_end_of_a_partition_does_not_step_over_the_next_re
         assert_eq!(kafka.committed(&app.group).await, vec![3]);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for i in 3..6 {
-        kafka
-            .send(&producer, Some(0), "k", &numbered_event(i))
-            .await;
-    }
+    kafka.send_numbered(3..6, 0).await;
     app.wait_committed(&kafka, &[6]).await;
     assert_stored_once(&db, 6).await;
     app.shutdown().await;

@@ -20,15 +20,6 @@ use crate::support::app::ADMIN_TOKEN as TOKEN;
 use crate::support::kafka::on_both_brokers;
 
 /// Produces events `range` to `partition`, one after the other.
-async fn produce_to(kafka: &TestKafka, range: std::ops::Range<usize>, partition: i32) {
-    let producer = kafka.producer();
-    for i in range {
-        kafka
-            .send(&producer, Some(partition), "k", &numbered_event(i))
-            .await;
-    }
-}
-
 async fn post(app: &TestApp, path: &str, token: Option<&str>) -> Response {
     let bearer = token.map(|t| format!("Bearer {t}"));
     let headers: Vec<(&str, &str)> = bearer
@@ -224,9 +215,9 @@ async fn an_operator_previews_and_confirms_live_rewinds_in_the_browser(broker: B
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(2).await;
     let start = Utc::now();
-    produce_to(&kafka, 0..10, 0).await;
+    kafka.send_numbered(0..10, 0).await;
     let middle = a_moment_between().await;
-    produce_to(&kafka, 10..22, 0).await;
+    kafka.send_numbered(10..22, 0).await;
     app.wait_committed(&kafka, &[22, -1]).await;
     let admin = app.handle.admin_addr.to_string();
 
@@ -346,10 +337,10 @@ async fn a_live_rewind_of_a_partition_holding_unknown_records_loses_none_of_them
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(2).await;
     let start = Utc::now();
-    produce_to(&kafka, 0..10, 0).await;
+    kafka.send_numbered(0..10, 0).await;
     app.wait_committed(&kafka, &[10, -1]).await;
     inbox_fault(&db, true).await;
-    produce_to(&kafka, 10..20, 0).await;
+    kafka.send_numbered(10..20, 0).await;
     wait_for(
         Duration::from_secs(30),
         "the ten new records to be Unknown",
@@ -429,7 +420,7 @@ async fn a_live_rewind_that_cannot_position_its_partition_keeps_it_in_plain_sigh
         &[(history_consumer::kafka::driver::TEST_REWIND_FAIL, "once")],
     );
     let start = Utc::now();
-    produce_to(&kafka, 0..20, 0).await;
+    kafka.send_numbered(0..20, 0).await;
     crate::support::kafka::wait_committed(&kafka, &group, &[20], Duration::from_secs(60)).await;
 
     let bearer = format!("Bearer {TOKEN}");
@@ -481,7 +472,7 @@ async fn a_live_rewind_that_cannot_position_its_partition_keeps_it_in_plain_sigh
         (metric(&metrics, "history_partition_stuck{partition=\"0\"}") == Some(1.0)).then_some(())
     })
     .await;
-    produce_to(&kafka, 20..25, 0).await;
+    kafka.send_numbered(20..25, 0).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         kafka.committed(&group).await,
@@ -520,7 +511,7 @@ async fn a_rewound_offset_that_cannot_be_committed_is_reported_pending_not_done_
     let app = spawn_app(&db, &kafka).await;
     app.wait_assigned(1).await;
     let start = Utc::now();
-    produce_to(&kafka, 0..20, 0).await;
+    kafka.send_numbered(0..20, 0).await;
     app.wait_committed(&kafka, &[20]).await;
 
     kafka.mock().request_errors(

@@ -4,11 +4,15 @@
 //! partition is held at the batch with the cause shown, and nothing after it is stored or
 //! committed.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use history_consumer::domain::HeldCause;
 use history_consumer::domain::Trouble;
 use history_consumer::domain::fetch_error::Unreadable;
+use history_consumer::kafka::queue::PartitionQueue;
+use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::support::app::{TestApp, spawn_app};
 use crate::support::helpers::{test_database, wait_for};
@@ -127,19 +131,8 @@ on_both_brokers!(
 /// is, it arrives in offset order, no record of the spoilt batch arrives, and nothing is lost
 /// or handed over twice.
 async fn a_round_ends_at_an_error_and_the_rest_comes_next(broker: Broker) {
-    use std::sync::Arc;
-
-    use history_consumer::kafka::queue::PartitionQueue;
-    use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
-    use rdkafka::{Offset, TopicPartitionList};
-
     let kafka = TestKafka::start_on(broker, 1).await;
-    let producer = kafka.producer();
-    for i in 0..3 {
-        kafka
-            .send(&producer, Some(0), "k", &numbered_event(i))
-            .await;
-    }
+    kafka.send_numbered(0..3, 0).await;
     let leader = kafka
         .brokers
         .split(',')
@@ -151,26 +144,9 @@ async fn a_round_ends_at_an_error_and_the_rest_comes_next(broker: Broker) {
         produce_spoilt(&leader, &kafka.topic, 0, &spoilt, Fault::Crc),
         3
     );
-    for i in 6..9 {
-        kafka
-            .send(&producer, Some(0), "k", &numbered_event(i))
-            .await;
-    }
+    kafka.send_numbered(6..9, 0).await;
 
-    let consumer: BaseConsumer<DefaultConsumerContext> = kafka
-        .client()
-        .set("group.id", "queue-rounds")
-        .set("enable.auto.commit", "false")
-        .set("check.crcs", "true")
-        .create()
-        .expect("a consumer");
-    let consumer = Arc::new(consumer);
-    let mut queue = PartitionQueue::split(&consumer, &kafka.topic, 0).expect("the queue");
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(&kafka.topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&assignment).unwrap();
+    let (consumer, mut queue) = partition_0_from_the_start(&kafka, ("check.crcs", "true"));
     // Until librdkafka has fetched everything it will: the queue's length stands still.
     let (mut held, mut since) = (0, Instant::now());
     while since.elapsed() < Duration::from_secs(2) {
@@ -237,34 +213,12 @@ async fn a_round_ends_at_an_error_and_the_rest_comes_next(broker: Broker) {
 /// position is already past the records after it, which the next round hands over, in order.
 #[actix_web::test]
 async fn records_after_a_failed_fetch_taken_in_the_same_round_come_next_in_order_on_the_mock() {
-    use std::sync::Arc;
-
-    use history_consumer::kafka::queue::PartitionQueue;
-    use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
     use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-    use rdkafka::{Offset, TopicPartitionList};
 
     let kafka = TestKafka::start_on(Broker::Mock, 1).await;
-    let producer = kafka.producer();
-    for i in 0..3 {
-        kafka
-            .send(&producer, Some(0), "k", &numbered_event(i))
-            .await;
-    }
-    let consumer: BaseConsumer<DefaultConsumerContext> = kafka
-        .client()
-        .set("group.id", "queue-rounds")
-        .set("enable.auto.commit", "false")
-        .set("fetch.error.backoff.ms", "10")
-        .create()
-        .expect("a consumer");
-    let consumer = Arc::new(consumer);
-    let mut queue = PartitionQueue::split(&consumer, &kafka.topic, 0).expect("the queue");
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(&kafka.topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&assignment).unwrap();
+    kafka.send_numbered(0..3, 0).await;
+    let (consumer, mut queue) =
+        partition_0_from_the_start(&kafka, ("fetch.error.backoff.ms", "10"));
     /// Waits until the queue holds `n` messages, serving the consumer's main queue meanwhile.
     fn held_at_least(
         queue: &PartitionQueue<DefaultConsumerContext>,
@@ -290,11 +244,7 @@ async fn records_after_a_failed_fetch_taken_in_the_same_round_come_next_in_order
         &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_POLICY_VIOLATION],
     );
     held_at_least(&queue, &consumer, 4, "the failed fetch's error");
-    for i in 3..6 {
-        kafka
-            .send(&producer, Some(0), "k", &numbered_event(i))
-            .await;
-    }
+    kafka.send_numbered(3..6, 0).await;
     held_at_least(&queue, &consumer, 7, "the records after it");
 
     let offsets = |records: &[history_consumer::domain::FetchedRecord]| {
@@ -360,4 +310,30 @@ async fn records_after_a_failed_fetch_taken_in_the_same_round_come_next_in_order
         "librdkafka's position is past the failed fetch's offset"
     );
     assert_eq!(queue.error_reach(), Some(7), "and the queue says so");
+}
+
+/// A consumer of its own (no group membership: an assignment) reading partition 0 from its
+/// start through the driver's partition queue, with one more property.
+fn partition_0_from_the_start(
+    kafka: &TestKafka,
+    (key, value): (&str, &str),
+) -> (
+    Arc<BaseConsumer<DefaultConsumerContext>>,
+    PartitionQueue<DefaultConsumerContext>,
+) {
+    let consumer: BaseConsumer<DefaultConsumerContext> = kafka
+        .client()
+        .set("group.id", "queue-rounds")
+        .set("enable.auto.commit", "false")
+        .set(key, value)
+        .create()
+        .expect("a consumer");
+    let consumer = Arc::new(consumer);
+    let queue = PartitionQueue::split(&consumer, &kafka.topic, 0).expect("the queue");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(&kafka.topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    (consumer, queue)
 }

@@ -204,6 +204,16 @@ impl TestKafka {
         self.acknowledged.clone()
     }
 
+    /// Produces `numbered_event(i)` for each `i` of `range` to `partition`, keyed "k", each
+    /// acknowledged before the next.
+    pub async fn send_numbered(&self, range: std::ops::Range<usize>, partition: i32) {
+        let producer = self.producer();
+        for i in range {
+            self.send(&producer, Some(partition), "k", &numbered_event(i))
+                .await;
+        }
+    }
+
     /// Produces one record and waits for the broker's ack; returns (partition, offset).
     pub async fn send(
         &self,
