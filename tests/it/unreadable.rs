@@ -43,15 +43,11 @@ async fn a_batch_the_consumer_cannot_read_holds_its_partition(broker: Broker, fa
             .await;
     }
     app.wait_committed(&kafka, &[3]).await;
-    let leader = kafka
-        .brokers
-        .split(',')
-        .next()
-        .expect("a broker")
-        .to_owned();
-    let spoilt: Vec<Vec<u8>> = (3..6).map(numbered_event).collect();
-    let at = produce_spoilt(&leader, &kafka.topic, 0, &spoilt, fault);
-    assert_eq!(at, 3, "the spoilt batch follows the first three records");
+    assert_eq!(
+        spoil_3_to_5(&kafka, fault),
+        3,
+        "the spoilt batch follows the first three records"
+    );
     for i in 6..9 {
         kafka
             .send(&producer, Some(0), "k", &numbered_event(i))
@@ -133,17 +129,7 @@ on_both_brokers!(
 async fn a_round_ends_at_an_error_and_the_rest_comes_next(broker: Broker) {
     let kafka = TestKafka::start_on(broker, 1).await;
     kafka.send_numbered(0..3, 0).await;
-    let leader = kafka
-        .brokers
-        .split(',')
-        .next()
-        .expect("a broker")
-        .to_owned();
-    let spoilt: Vec<Vec<u8>> = (3..6).map(numbered_event).collect();
-    assert_eq!(
-        produce_spoilt(&leader, &kafka.topic, 0, &spoilt, Fault::Crc),
-        3
-    );
+    assert_eq!(spoil_3_to_5(&kafka, Fault::Crc), 3);
     kafka.send_numbered(6..9, 0).await;
 
     let (consumer, mut queue) = partition_0_from_the_start(&kafka, ("check.crcs", "true"));
@@ -336,4 +322,12 @@ fn partition_0_from_the_start(
         .unwrap();
     consumer.assign(&assignment).unwrap();
     (consumer, queue)
+}
+
+/// Events 3 to 5 as one batch spoilt by `fault`, produced to partition 0 on its leader (the
+/// first broker); the batch's base offset.
+fn spoil_3_to_5(kafka: &TestKafka, fault: Fault) -> i64 {
+    let leader = kafka.brokers.split(',').next().expect("a broker");
+    let spoilt: Vec<Vec<u8>> = (3..6).map(numbered_event).collect();
+    produce_spoilt(leader, &kafka.topic, 0, &spoilt, fault)
 }
