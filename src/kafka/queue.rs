@@ -167,7 +167,7 @@ impl<C: ConsumerContext> PartitionQueue<C> {
         }
         let wanted = max - round.len();
         if error.is_none() && wanted > 0 {
-            self.taken.clear();
+            // Empty: emptied after each use.
             self.taken.reserve(wanted);
             // SAFETY: the queue is alive and the array has room for `wanted` pointers; each
             // message written there is owned by this round from now on.

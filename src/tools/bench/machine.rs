@@ -24,10 +24,9 @@ pub struct Machine {
     pub kernel_costs: Option<KernelCosts>,
 }
 
-/// What crossing into the kernel costs on this machine. The service's system time is a few
-/// system calls and wake-ups per batch (sends to PostgreSQL, its answers, the driver thread's
-/// hand-overs), so its CPU per event follows these as much as the CPU's speed: on a virtual
-/// machine they can cost several times what they do on bare metal.
+/// What crossing into the kernel costs on this machine. Part of the service's CPU is system
+/// calls and wake-ups (sends to PostgreSQL, its answers, the driver thread's hand-overs), which
+/// cost what the machine makes them cost, not what its CPU's speed suggests.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KernelCosts {
     /// One system call that does nothing (`getppid`), in µs.
@@ -44,19 +43,22 @@ const ROUND_TRIPS_PER_TRIAL: u32 = 5_000;
 impl KernelCosts {
     /// Measures both, in about a second on a slow machine.
     pub fn measure() -> std::io::Result<KernelCosts> {
-        let syscall = (0..TRIALS)
-            .map(|_| time_syscalls(SYSCALLS_PER_TRIAL))
-            .min()
-            .unwrap_or_default();
-        let mut round_trip = Duration::MAX;
-        for _ in 0..TRIALS {
-            round_trip = round_trip.min(time_round_trips(ROUND_TRIPS_PER_TRIAL)?);
-        }
+        let syscall = fastest(|| Ok(time_syscalls(SYSCALLS_PER_TRIAL)))?;
+        let round_trip = fastest(|| time_round_trips(ROUND_TRIPS_PER_TRIAL))?;
         Ok(KernelCosts {
             syscall_us: micros_each(syscall, SYSCALLS_PER_TRIAL),
             wake_round_trip_us: micros_each(round_trip, ROUND_TRIPS_PER_TRIAL),
         })
     }
+}
+
+/// The fastest of [`TRIALS`] trials.
+fn fastest(mut trial: impl FnMut() -> std::io::Result<Duration>) -> std::io::Result<Duration> {
+    let mut best = Duration::MAX;
+    for _ in 0..TRIALS {
+        best = best.min(trial()?);
+    }
+    Ok(best)
 }
 
 fn micros_each(total: Duration, count: u32) -> f64 {

@@ -460,9 +460,7 @@ pub fn markdown(
             out,
             "- Crossing into the kernel: a system call that does nothing took {:.2} µs, a \
              wake-up round trip between two threads (a byte each way over a socket pair) {:.1} \
-             µs (the fastest of three trials each, before the phases). The service's system \
-             time per event is a few of each per batch, so it follows these as much as the \
-             CPU's speed.",
+             µs (the fastest of three trials each, before the phases).",
             costs.syscall_us, costs.wake_round_trip_us
         );
     }

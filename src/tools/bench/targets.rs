@@ -431,10 +431,11 @@ fn cpu_notes(report: &Report, notes: &mut Vec<String>) {
     ));
     if let Some(costs) = report.machine.kernel_costs {
         notes.push(format!(
-            "Part of that CPU is the kernel's, on the service's behalf: a few system calls and \
-             wake-ups per batch, which on this machine cost {:.2} µs (a system call that does \
-             nothing) and {:.1} µs (a wake-up round trip between two threads) each. Compare \
-             this target across machines with those in view.",
+            "Part of that CPU is the kernel's, on the service's behalf: system calls and \
+             wake-ups (a dozen and a few a transaction), and the loopback connections' \
+             delivery. On this machine a system call that does nothing took {:.2} µs and a \
+             wake-up round trip between two threads {:.1} µs: compare this target across \
+             machines with those in view.",
             costs.syscall_us, costs.wake_round_trip_us
         ));
     }
@@ -798,7 +799,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("cost 0.25 µs (a system call that does nothing) and 9.5 µs"),
+            text.contains("a system call that does nothing took 0.25 µs and a wake-up round trip between two threads 9.5 µs"),
             "{text}"
         );
         assert!(
